@@ -1,0 +1,56 @@
+# The project's commands. `make demo` and `make test` work on a fresh machine with
+# Python 3.11+, Node and Go: everything else is installed into .venv and node_modules.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CDK_CLI := cdk/node_modules/.bin/cdk
+
+.PHONY: setup demo tools test test-fast lint bench layer synth clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,cdk]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/s3slice demo
+
+# Tools the infrastructure tests need beyond Python: the CDK CLI (npm) and an aarch64
+# strip for trimming the arm64 layer (Debian's binutils-aarch64-linux-gnu).
+$(CDK_CLI): cdk/package.json
+	npm ci --prefix cdk --no-audit --no-fund --loglevel=error
+	touch $(CDK_CLI)
+
+tools: $(CDK_CLI)
+	@command -v aarch64-linux-gnu-strip >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq binutils-aarch64-linux-gnu >/dev/null); \
+	  else sudo apt-get install -y binutils-aarch64-linux-gnu; fi; }
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+# Everything CI guarantees: lint, types, and every test but the benchmark.
+test: $(STAMP) tools lint
+	$(VENV)/bin/pytest -m "not benchmark" -p no:cacheprovider
+
+# The quick loop: no layer builds, no CDK CLI.
+test-fast: $(STAMP)
+	$(VENV)/bin/pytest -m "not benchmark and not slow" -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m tests.benchmark.run $(BENCH_ARGS)
+
+layer: $(STAMP) tools
+	$(PY) layers/build.py --arch arm64
+
+synth: $(STAMP) tools layer
+	$(CDK_CLI) synth --app "$(PY) cdk/app.py"
+
+clean:
+	rm -rf $(VENV) cdk/node_modules cdk.out layers/build

@@ -1,0 +1,85 @@
+"""s3slice: the columns and rows a query needs from objects in S3, and nothing more.
+
+The public surface is small: :func:`read` answers a request with a polars frame and
+stats, :func:`run` also writes the outputs and returns the service's JSON response, and
+the ``...Error`` classes are the error contract. The Lambda entry point is
+``s3slice.handler.lambda_handler``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._engine import FOOTER_CACHE, Engine, FooterCache, ReadResult
+from ._errors import (
+    AccessDeniedError,
+    FilterSyntaxError,
+    ForbiddenQueryError,
+    ObjectChangedError,
+    ObjectError,
+    ObjectFormatError,
+    ObjectNotFoundError,
+    OutputError,
+    QueryError,
+    RequestError,
+    S3SliceError,
+    S3SliceThrottledError,
+    S3SliceTransientError,
+    TimeoutBudgetError,
+    UnknownColumnError,
+)
+from ._fetch import Fetcher, LocalFetcher, RecordingFetcher, S3Fetcher
+from ._output import ResultTooLargeError
+from ._output import run as _run
+from ._request import ObjectRef, OutputSpec, Query, Request, parse_request
+from ._settings import Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FOOTER_CACHE",
+    "AccessDeniedError",
+    "Engine",
+    "Fetcher",
+    "FilterSyntaxError",
+    "FooterCache",
+    "ForbiddenQueryError",
+    "LocalFetcher",
+    "ObjectChangedError",
+    "ObjectError",
+    "ObjectFormatError",
+    "ObjectNotFoundError",
+    "ObjectRef",
+    "OutputError",
+    "OutputSpec",
+    "Query",
+    "QueryError",
+    "ReadResult",
+    "RecordingFetcher",
+    "Request",
+    "RequestError",
+    "ResultTooLargeError",
+    "S3Fetcher",
+    "S3SliceError",
+    "S3SliceThrottledError",
+    "S3SliceTransientError",
+    "Settings",
+    "TimeoutBudgetError",
+    "UnknownColumnError",
+    "parse_request",
+    "read",
+    "run",
+]
+
+
+def read(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
+         fetcher: Fetcher | None = None) -> ReadResult:
+    """Answer ``request`` with a polars frame (``.frame``) and honest stats (``.stats``)."""
+    return Engine(settings or Settings.from_env(), fetcher=fetcher).read(request)
+
+
+def run(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
+        fetcher: Fetcher | None = None) -> dict[str, Any]:
+    """Read, write the outputs, and return the service's JSON response."""
+    return _run(request, engine=Engine(settings or Settings.from_env(), fetcher=fetcher))

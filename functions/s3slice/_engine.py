@@ -1,0 +1,370 @@
+"""The engine: plan, fetch, execute (and, in :mod:`._output`, write) for each object.
+
+It knows nothing of Lambda. ``read`` answers a request with a polars frame and honest
+stats; ``run`` also writes the outputs and builds the response.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import _plan
+from ._errors import ObjectChangedError, ObjectFormatError, ObjectNotFoundError
+from ._fetch import Fetcher, PreconditionFailed, S3Fetcher
+from ._image import FileImage, Image, MemoryImage
+from ._query import Analysis, analyze
+from ._request import ObjectRef, Request, SourceSpec, parse_request
+from ._settings import Settings
+
+logger = logging.getLogger("s3slice")
+
+PHASES = ("plan", "fetch", "execute", "write")
+
+
+class FooterCache:
+    """Parsed footers across warm invocations, keyed by (bucket, key, ETag), bounded in bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: collections.OrderedDict[tuple[str, str, str], _plan.Footer] = (
+            collections.OrderedDict())
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, obj: ObjectRef, etag: str | None) -> _plan.Footer | None:
+        if not etag:
+            return None
+        with self._lock:
+            footer = self._items.get((obj.bucket, obj.key, etag))
+            if footer is not None:
+                self._items.move_to_end((obj.bucket, obj.key, etag))
+                self.hits += 1
+            return footer
+
+    def put(self, obj: ObjectRef, etag: str | None, footer: _plan.Footer) -> None:
+        if not etag or footer.length > self.max_bytes:
+            return
+        key = (obj.bucket, obj.key, etag)
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = footer
+            self._bytes += footer.length
+            while self._bytes > self.max_bytes:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.length
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+FOOTER_CACHE = FooterCache(64 * 1024 * 1024)
+
+
+@dataclasses.dataclass
+class Timings:
+    ms: dict[str, float] = dataclasses.field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.ms[name] += (time.perf_counter() - t0) * 1000
+
+
+@dataclasses.dataclass(kw_only=True)
+class ObjectResult:
+    obj: ObjectRef
+    frame: pl.DataFrame  # after the per-piece step (row filter, projection)
+    size: int
+    row_groups: int
+    row_groups_read: int
+    needed_bytes: int
+    strategy: str
+    inputs: dict[str, Any]
+
+
+@dataclasses.dataclass(kw_only=True)
+class ReadResult:
+    """What ``read`` returns: the query's result and how it was obtained."""
+
+    frame: pl.DataFrame
+    stats: dict[str, Any]
+    objects: list[ObjectResult]
+    analysis: Analysis
+    per_object: list[tuple[ObjectRef, pl.DataFrame]] | None = None
+
+
+def _combine(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    if len(frames) == 1:
+        return frames[0]
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+class Engine:
+    """Reads objects for queries. One per process is enough; it is safe to reuse warm."""
+
+    def __init__(self, settings: Settings, *, fetcher: Fetcher | None = None,
+                 footer_cache: FooterCache | None = None,
+                 deadline: Callable[[], None] | None = None) -> None:
+        self.settings = settings
+        self.fetcher: Fetcher = fetcher if fetcher is not None else S3Fetcher(settings)
+        self.footers = footer_cache if footer_cache is not None else FOOTER_CACHE
+        self.deadline = deadline or (lambda: None)
+
+    # ------------------------------------------------------------------ sources
+
+    def resolve(self, request: Request) -> list[ObjectRef]:
+        objects: list[ObjectRef] = []
+        for src in request.sources:
+            if isinstance(src, ObjectRef):
+                objects.append(src)
+            elif src.is_prefix:
+                found = [o for o in self.fetcher.list_objects(src.bucket, src.key)
+                         if not o.key.endswith("/") and o.size != 0]
+                if not found:
+                    raise ObjectNotFoundError("no objects under this prefix", uri=src.uri)
+                objects.extend(found)
+            else:
+                objects.append(ObjectRef(bucket=src.bucket, key=src.key))
+        return objects
+
+    # ------------------------------------------------------------------- reading
+
+    def read(self, request: Request | Mapping[str, Any]) -> ReadResult:
+        if not isinstance(request, Request):
+            request = parse_request(request)
+        started = time.perf_counter()
+        before = (self.fetcher.counters.requests, self.fetcher.counters.bytes)
+        analysis = analyze(request.query)
+        timings = Timings()
+        with timings.phase("plan"):
+            objects = self.resolve(request)
+        workers = max(1, min(len(objects), 8))
+        if workers == 1:
+            results = [self.read_object(o, analysis, timings) for o in objects]
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="s3slice-obj") as pool:
+                results = list(pool.map(lambda o: self.read_object(o, analysis, timings),
+                                        objects))
+        self.deadline()
+        with timings.phase("execute"):
+            per_object = None
+            if analysis.per_object and len(results) > 1:
+                per_object = [(r.obj, analysis.finish(r.frame.lazy()).collect())
+                              for r in results]
+                frame = _combine([f for _, f in per_object])
+            else:
+                frame = analysis.finish(_combine([r.frame for r in results]).lazy()).collect()
+        counters = self.fetcher.counters
+        strategies = sorted({r.strategy for r in results})
+        stats: dict[str, Any] = {
+            "objects": len(results),
+            "object_bytes": sum(r.size for r in results),
+            "row_groups": sum(r.row_groups for r in results),
+            "row_groups_read": sum(r.row_groups_read for r in results),
+            "needed_bytes": sum(r.needed_bytes for r in results),
+            "bytes_fetched": counters.bytes - before[1],
+            "requests": counters.requests - before[0],
+            "strategy": "+".join(strategies),
+            "strategy_inputs": results[0].inputs if len(results) == 1 else {
+                "per_strategy": dict(collections.Counter(r.strategy for r in results))},
+            "rows_out": frame.height,
+            "timings_ms": {**{k: round(v, 1) for k, v in timings.ms.items()},
+                           "total": round((time.perf_counter() - started) * 1000, 1)},
+        }
+        return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
+                          per_object=per_object)
+
+    def read_object(self, obj: ObjectRef, analysis: Analysis, timings: Timings) -> ObjectResult:
+        """Read one object; an ETag change mid-read restarts it once."""
+        try:
+            return self._read_parquet(obj, analysis, timings)
+        except PreconditionFailed:
+            logger.warning("object changed during the read; restarting", extra={"uri": obj.uri})
+        try:
+            return self._read_parquet(dataclasses.replace(obj, etag=None), analysis, timings)
+        except PreconditionFailed:
+            raise ObjectChangedError("the object changed twice while being read",
+                                     uri=obj.uri) from None
+
+    def _footer(self, obj: ObjectRef) -> tuple[_plan.Footer, str | None, Image | None, str]:
+        """The object's footer, its ETag, and (for small objects) the whole object."""
+        s = self.settings
+        cached = self.footers.get(obj, obj.etag)
+        if cached is not None and (obj.size is None or obj.size == cached.size):
+            return cached, obj.etag, None, "cache"
+        if obj.size is not None and obj.size <= s.small_object_size:
+            # Small and of known size: the whole object in one GET, no footer round trip.
+            image = MemoryImage(obj.size)
+            try:
+                self.fetcher.get_ranges(obj, [(0, obj.size)], etag=obj.etag, sink=image.write,
+                                        concurrency=1)
+                with image.source() as f:
+                    tail = f.read_at(min(obj.size, s.footer_size), max(0, obj.size -
+                                                                       s.footer_size))
+                footer = _parse_footer_retrying(tail, obj, obj.size, image)
+            except BaseException:
+                image.close()
+                raise
+            return footer, obj.etag, image, "whole-object GET"
+        got = self.fetcher.get_tail(obj, s.footer_size)
+        try:
+            footer = _plan.parse_footer(got.data, size=got.size, uri=obj.uri)
+        except _plan.FooterTooLarge as more:
+            got = self.fetcher.get_tail(obj, more.needed)
+            footer = _plan.parse_footer(got.data, size=got.size, uri=obj.uri)
+        self.footers.put(obj, got.etag, footer)
+        return footer, got.etag, None, "suffix GET"
+
+    def choose(self, plan: _plan.Plan) -> tuple[str, dict[str, Any]]:
+        """The strategy for a plan, and the inputs it was chosen from."""
+        s = self.settings
+        size = plan.footer.size
+        needed = plan.needed_bytes
+        budget = s.memory_budget_bytes
+        tmp_free = s.tmp_free_bytes()
+        inputs: dict[str, Any] = {
+            "object_bytes": size, "needed_bytes": needed, "memory_budget_bytes": budget,
+            "tmp_free_bytes": tmp_free, "memory_mb": s.memory_mb, "forced": s.strategy,
+            "whole_object_ratio": s.whole_object_ratio}
+        wants_whole = size > 0 and needed / size >= s.whole_object_ratio
+        if s.strategy == "ranges" or (s.strategy == "auto" and not wants_whole
+                                      and needed <= budget):
+            return "ranges", inputs
+        if s.strategy in ("whole", "auto") and (s.strategy == "whole" or wants_whole):
+            if size <= budget:
+                return "whole", inputs
+            if size <= tmp_free * 0.9:
+                return "whole-tmp", inputs
+        if s.strategy == "auto" and needed <= budget:
+            return "ranges", inputs
+        return "batches", inputs
+
+    def _read_parquet(self, obj: ObjectRef, analysis: Analysis,
+                      timings: Timings) -> ObjectResult:
+        s = self.settings
+        self.deadline()
+        with timings.phase("plan"):
+            footer, etag, whole, footer_via = self._footer(obj)
+        try:
+            with timings.phase("plan"):
+                columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
+                plan = _plan.plan_parquet(footer, columns=columns,
+                                          predicate=analysis.predicate, uri=obj.uri)
+                strategy, inputs = ("single", {"object_bytes": footer.size,
+                                               "needed_bytes": plan.needed_bytes}) \
+                    if whole is not None else self.choose(plan)
+                inputs["footer"] = footer_via
+            held = (footer.size - footer.length, footer.size)
+            if strategy == "batches":
+                frame = self._read_batches(obj, plan, analysis, etag, timings)
+            else:
+                image = whole
+                if image is None:
+                    image = (FileImage(footer.size, s.tmp_dir) if strategy == "whole-tmp"
+                             else MemoryImage(footer.size))
+                try:
+                    if whole is None:
+                        with timings.phase("fetch"):
+                            ranges = (_plan.split(_plan.subtract([(0, footer.size)], held),
+                                                  s.part_size)
+                                      if strategy.startswith("whole")
+                                      else plan.fetch_ranges(s, held=held))
+                            self.deadline()
+                            self.fetcher.get_ranges(obj, ranges, etag=etag, sink=image.write,
+                                                    concurrency=s.max_concurrency)
+                    with timings.phase("execute"):
+                        frame = self._decode(obj, image, plan, plan.row_groups, analysis)
+                finally:
+                    image.close()
+        except BaseException:
+            if whole is not None:
+                whole.close()
+            raise
+        return ObjectResult(obj=obj, frame=frame, size=footer.size,
+                            row_groups=footer.metadata.num_row_groups,
+                            row_groups_read=len(plan.row_groups), needed_bytes=plan.needed_bytes,
+                            strategy=strategy, inputs=inputs)
+
+    def _read_batches(self, obj: ObjectRef, plan: _plan.Plan, analysis: Analysis,
+                      etag: str | None, timings: Timings) -> pl.DataFrame:
+        """Row groups in batches that fit the memory budget, one batch resident at a time."""
+        s = self.settings
+        budget = max(1, s.memory_budget_bytes // 2)  # half for fetched bytes, half for decoding
+        batches: list[list[int]] = [[]]
+        used = 0
+        for g in plan.row_groups:
+            size = plan.group_bytes(g)
+            if batches[-1] and used + size > budget:
+                batches.append([])
+                used = 0
+            batches[-1].append(g)
+            used += size
+        frames: list[pl.DataFrame] = []
+        rows = 0
+        for batch in batches:
+            if not batch:
+                continue
+            self.deadline()
+            image = MemoryImage(plan.footer.size)
+            try:
+                with timings.phase("fetch"):
+                    self.fetcher.get_ranges(obj, plan.fetch_ranges(s, row_groups=batch), etag=etag,
+                                            sink=image.write, concurrency=s.max_concurrency)
+                with timings.phase("execute"):
+                    piece = self._decode(obj, image, plan, batch, analysis)
+            finally:
+                image.close()
+            frames.append(piece)
+            rows += piece.height
+            if analysis.early_limit is not None and rows >= analysis.early_limit:
+                break
+        if not frames:
+            return self._decode(obj, None, plan, (), analysis)
+        return pl.concat(frames, how="vertical_relaxed")
+
+    def _decode(self, obj: ObjectRef, image: Image | None, plan: _plan.Plan,
+                groups: tuple[int, ...] | list[int], analysis: Analysis) -> pl.DataFrame:
+        """Decode the needed columns of ``groups`` with pyarrow and apply the row filter."""
+        md = plan.footer.metadata
+        columns = list(plan.columns)
+        try:
+            if image is None or not groups:
+                table = md.schema.to_arrow_schema().empty_table().select(columns)
+            else:
+                pf = pq.ParquetFile(image.source(), metadata=md)
+                table = pf.read_row_groups(list(groups), columns=columns, use_threads=True)
+        except (OSError, pa.ArrowException, ValueError) as e:
+            raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        return analysis.prefilter(frame.lazy()).collect()
+
+
+def _parse_footer_retrying(tail: bytes, obj: ObjectRef, size: int, image: Image) -> _plan.Footer:
+    try:
+        return _plan.parse_footer(tail, size=size, uri=obj.uri)
+    except _plan.FooterTooLarge as more:
+        with image.source() as f:
+            return _plan.parse_footer(f.read_at(more.needed, size - more.needed), size=size,
+                                      uri=obj.uri)

@@ -1,0 +1,378 @@
+"""Fetching bytes: one small interface, with S3, local-file and recording implementations.
+
+Ranges are half-open ``(start, end)`` everywhere in the engine. Each fetcher counts its own
+requests and bytes; the integration tests check those counts against what the server saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from ._errors import (
+    AccessDeniedError,
+    ObjectError,
+    ObjectNotFoundError,
+    OutputError,
+    S3SliceThrottledError,
+    S3SliceTransientError,
+)
+from ._request import ObjectRef
+from ._settings import Settings
+
+Range = tuple[int, int]
+# Called with each fetched part as it arrives: (start offset, bytes-like).
+PartSink = Callable[[int, memoryview], None]
+
+
+class PreconditionFailed(Exception):  # noqa: N818 - an internal signal, not an error type
+    """The object's ETag is not the one the read was pinned to."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Tail:
+    """The answer to a suffix GET: the last bytes, the object's size and its ETag."""
+
+    data: bytes
+    size: int
+    etag: str | None
+
+
+@dataclasses.dataclass
+class Counters:
+    requests: int = 0
+    bytes: int = 0
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    def add(self, nbytes: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.bytes += nbytes
+
+
+class Fetcher(Protocol):
+    """What the engine needs of storage."""
+
+    counters: Counters
+
+    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+        """The last ``nbytes`` (all of a smaller object) in one request; never a HEAD."""
+        ...
+
+    def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
+                   sink: PartSink, concurrency: int) -> None:
+        """Fetch every range, in parallel, handing each to ``sink`` as it arrives.
+
+        Raises :class:`PreconditionFailed` if the object's ETag is no longer ``etag``.
+        """
+        ...
+
+    def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]: ...
+
+    def put(self, bucket: str, key: str, data: bytes) -> None: ...
+
+    def delete(self, bucket: str, key: str) -> None: ...
+
+
+# --------------------------------------------------------------------------- S3 (obstore)
+
+
+def _map_error(e: BaseException, uri: str) -> Exception:
+    """An obstore/object_store failure as the service's typed error."""
+    import obstore.exceptions as oe
+
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if isinstance(e, oe.PreconditionError):
+        return PreconditionFailed(uri)
+    if isinstance(e, oe.NotFoundError):
+        return ObjectNotFoundError("no such object (or bucket)", uri=uri)
+    if isinstance(e, oe.PermissionDeniedError | oe.UnauthenticatedError):
+        return AccessDeniedError(f"access denied: {text}", uri=uri)
+    if "SlowDown" in text or "503" in text:
+        return S3SliceThrottledError(f"{uri}: throttled past retries: {text}")
+    if isinstance(e, oe.GenericError | OSError | TimeoutError):
+        return S3SliceTransientError(f"{uri}: {text}")
+    return ObjectError(text, uri=uri)
+
+
+class S3Fetcher:
+    """S3 through obstore (Rust ``object_store``): parallel ranged GETs without the GIL."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.counters = Counters()
+        self._stores: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _store(self, bucket: str) -> Any:
+        """One obstore client per bucket, created on first use and kept while warm.
+
+        obstore reads the standard AWS variables itself (Lambda sets the credentials
+        there); elsewhere, with no key in the environment, boto3's credential chain
+        (profiles, SSO, instance roles) supplies them.
+        """
+        from obstore.store import S3Store
+
+        with self._lock:
+            store = self._stores.get(bucket)
+            if store is None:
+                s = self.settings
+                config: dict[str, Any] = {"region": s.region}
+                client: dict[str, Any] = {"timeout": dt.timedelta(seconds=s.request_timeout_s),
+                                          "connect_timeout": dt.timedelta(seconds=5)}
+                if s.endpoint_url:
+                    config["endpoint"] = s.endpoint_url
+                    config["virtual_hosted_style_request"] = False
+                    if s.endpoint_url.startswith("http://"):
+                        client["allow_http"] = True
+                provider = None
+                if not os.environ.get("AWS_ACCESS_KEY_ID"):
+                    from obstore.auth.boto3 import Boto3CredentialProvider
+
+                    provider = Boto3CredentialProvider()
+                retry = {"max_retries": 5, "retry_timeout": dt.timedelta(seconds=60),
+                         "backoff": {"init_backoff": dt.timedelta(milliseconds=100),
+                                     "max_backoff": dt.timedelta(seconds=5), "base": 2}}
+                store = S3Store(bucket, config=config, client_options=client,
+                                retry_config=retry, credential_provider=provider)
+                self._stores[bucket] = store
+            return store
+
+    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+        import obstore
+
+        store = self._store(obj.bucket)
+        try:
+            result = obstore.get(store, obj.key, options={"range": {"suffix": nbytes}})
+            data = bytes(result.bytes())
+        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+            raise _map_error(e, obj.uri) from e
+        meta = result.meta
+        self.counters.add(len(data))
+        return Tail(data=data, size=int(meta["size"]), etag=meta.get("e_tag"))
+
+    def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
+                   sink: PartSink, concurrency: int) -> None:
+        if not ranges:
+            return
+        import obstore
+
+        store = self._store(obj.bucket)
+
+        async def one(sem: asyncio.Semaphore, start: int, end: int) -> None:
+            options: dict[str, Any] = {"range": (start, end)}
+            if etag:
+                options["if_match"] = etag
+            async with sem:
+                result = await obstore.get_async(store, obj.key, options=options)
+                data = await result.bytes_async()
+            view = memoryview(data)
+            if len(view) != end - start:
+                raise S3SliceTransientError(
+                    f"{obj.uri}: asked for bytes {start}-{end - 1}, got {len(view)} bytes")
+            self.counters.add(len(view))
+            sink(start, view)
+
+        async def run_all() -> None:
+            sem = asyncio.Semaphore(max(1, concurrency))
+            tasks = [asyncio.ensure_future(one(sem, a, b)) for a, b in ranges]
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            _run_async(run_all())
+        except (PreconditionFailed, S3SliceTransientError):
+            raise
+        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+            raise _map_error(e, obj.uri) from e
+
+    def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
+        import obstore
+
+        store = self._store(bucket)
+        refs: list[ObjectRef] = []
+        try:
+            for batch in obstore.list(store, prefix=prefix or None, chunk_size=1000):
+                self.counters.add(0)
+                refs.extend(ObjectRef(bucket=bucket, key=m["path"], size=int(m["size"]),
+                                      etag=m.get("e_tag")) for m in batch)
+        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+            raise _map_error(e, f"s3://{bucket}/{prefix}") from e
+        return sorted(refs, key=lambda r: r.key)
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        import obstore
+
+        store = self._store(bucket)
+        try:
+            obstore.put(store, key, data)
+        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+            mapped = _map_error(e, f"s3://{bucket}/{key}")
+            raise OutputError(f"cannot write s3://{bucket}/{key}: {mapped}") from e
+        self.counters.add(0)
+
+    def delete(self, bucket: str, key: str) -> None:
+        import obstore
+
+        try:
+            obstore.delete(self._store(bucket), key)
+        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+            raise _map_error(e, f"s3://{bucket}/{key}") from e
+        self.counters.add(0)
+
+
+def _run_async(coro: Any) -> None:
+    """Run a coroutine to completion, also when the caller already has an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(coro)
+        return
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            error.append(e)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+
+
+# ----------------------------------------------------------------------- local directory
+
+
+class LocalFetcher:
+    """Serves ``s3://bucket/key`` from ``root/bucket/key``: the engine with no network."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.counters = Counters()
+
+    def _path(self, obj: ObjectRef) -> Path:
+        path = (self.root / obj.bucket / obj.key).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise ObjectNotFoundError("outside the local root", uri=obj.uri)
+        if not path.is_file():
+            raise ObjectNotFoundError("no such object", uri=obj.uri)
+        return path
+
+    @staticmethod
+    def _etag(path: Path) -> str:
+        st = path.stat()
+        return f'"{st.st_mtime_ns:x}-{st.st_size:x}"'
+
+    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+        path = self._path(obj)
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - nbytes))
+            data = f.read()
+        self.counters.add(len(data))
+        return Tail(data=data, size=size, etag=self._etag(path))
+
+    def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
+                   sink: PartSink, concurrency: int) -> None:
+        path = self._path(obj)
+        if etag is not None and self._etag(path) != etag:
+            raise PreconditionFailed(obj.uri)
+        with path.open("rb") as f:
+            for start, end in ranges:
+                data = os.pread(f.fileno(), end - start, start)
+                if len(data) != end - start:
+                    raise S3SliceTransientError(f"{obj.uri}: short read at {start}")
+                self.counters.add(len(data))
+                sink(start, memoryview(data))
+
+    def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
+        base = self.root / bucket
+        refs = [ObjectRef(bucket=bucket, key=p.relative_to(base).as_posix(),
+                          size=p.stat().st_size, etag=self._etag(p))
+                for p in base.rglob("*") if p.is_file()]
+        self.counters.add(0)
+        return sorted((r for r in refs if r.key.startswith(prefix)), key=lambda r: r.key)
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        path = self.root / bucket / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".partial")
+        tmp.write_bytes(data)
+        tmp.replace(path)  # appears whole or not at all, as an S3 PUT does
+        self.counters.add(0)
+
+    def delete(self, bucket: str, key: str) -> None:
+        (self.root / bucket / key).unlink(missing_ok=True)
+        self.counters.add(0)
+
+
+# ------------------------------------------------------------------------------ recording
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    kind: str  # "tail" | "range" | "list" | "put"
+    uri: str
+    start: int = 0
+    end: int = 0
+
+
+class RecordingFetcher:
+    """Wraps a fetcher and records every request, so tests can assert exact ranges."""
+
+    def __init__(self, inner: Fetcher) -> None:
+        self.inner = inner
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+
+    @property
+    def counters(self) -> Counters:
+        return self.inner.counters
+
+    def _record(self, call: Call) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+        tail = self.inner.get_tail(obj, nbytes)
+        self._record(Call("tail", obj.uri, tail.size - len(tail.data), tail.size))
+        return tail
+
+    def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
+                   sink: PartSink, concurrency: int) -> None:
+        def recording_sink(start: int, data: memoryview) -> None:
+            self._record(Call("range", obj.uri, start, start + len(data)))
+            sink(start, data)
+        self.inner.get_ranges(obj, ranges, etag=etag, sink=recording_sink,
+                              concurrency=concurrency)
+
+    def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
+        self._record(Call("list", f"s3://{bucket}/{prefix}"))
+        return self.inner.list_objects(bucket, prefix)
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        self._record(Call("put", f"s3://{bucket}/{key}", 0, len(data)))
+        self.inner.put(bucket, key, data)
+
+    def delete(self, bucket: str, key: str) -> None:
+        self._record(Call("delete", f"s3://{bucket}/{key}"))
+        self.inner.delete(bucket, key)
+
+    def ranges(self) -> list[Range]:
+        return sorted((c.start, c.end) for c in self.calls if c.kind == "range")
+
+    def __iter__(self) -> Iterator[Call]:
+        return iter(list(self.calls))

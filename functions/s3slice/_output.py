@@ -1,0 +1,128 @@
+"""Writing results: serialization, deterministic keys, inline rows, and the response.
+
+An output's key is derived from its source key and a hash of the query, so a retried
+invocation overwrites its earlier output instead of adding a second one. Outputs are
+written only after every object has been read; if one write fails, those already written
+by this invocation are deleted, so no partial result is left behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import posixpath
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import polars as pl
+
+from ._engine import Engine, ReadResult, Timings
+from ._errors import OutputError, RequestError
+from ._request import ObjectRef, OutputSpec, Request, parse_request
+
+# Lambda's synchronous response limit is 6 MB; rows returned inline stay well under it.
+MAX_INLINE_BYTES = 5 * 1024 * 1024
+EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "ndjson"}
+
+
+class ResultTooLargeError(RequestError):
+    """The rows asked for inline do not fit in a Lambda response."""
+
+
+def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
+    buf = io.BytesIO()
+    if output.format == "parquet":
+        frame.write_parquet(buf, compression=output.compression)  # type: ignore[arg-type]
+        return buf.getvalue()
+    if output.format == "csv":
+        frame.write_csv(buf)
+    else:
+        frame.write_ndjson(buf)
+    data = buf.getvalue()
+    return gzip.compress(data, mtime=0) if output.compression == "gzip" else data
+
+
+def output_key(output: OutputSpec, request: Request, source: ObjectRef | None) -> str:
+    """``<prefix><source key without extension>.<query hash>.<ext>``, or for a result
+    combined from several objects ``<prefix>combined.<hash of query and sources>.<ext>``."""
+    ext = EXTENSIONS[output.format]
+    if output.compression == "gzip" and output.format != "parquet":
+        ext += ".gz"
+    prefix = output.prefix
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    if source is not None:
+        stem, _ = posixpath.splitext(source.key)
+        return f"{prefix}{stem}.{request.query_hash()}.{ext}"
+    sources = sorted(s.uri for s in request.sources)
+    digest = hashlib.sha256(
+        (request.query_hash() + "\n" + "\n".join(sources)).encode()).hexdigest()[:16]
+    return f"{prefix}combined.{digest}.{ext}"
+
+
+def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    text = frame.write_json()
+    if len(text) > MAX_INLINE_BYTES:
+        raise ResultTooLargeError(
+            f"{frame.height} rows are {len(text)} bytes as JSON; at most {MAX_INLINE_BYTES} "
+            "are returned inline. Give an output location instead", field="return_rows")
+    rows: list[dict[str, Any]] = json.loads(text)
+    return rows
+
+
+def run(request: Request | Mapping[str, Any], *, engine: Engine,
+        default_output: OutputSpec | None = None,
+        on_result: Callable[[ReadResult], None] | None = None) -> dict[str, Any]:
+    """Read, write and answer: the whole direct-invoke contract for one request."""
+    if not isinstance(request, Request):
+        request = parse_request(request, default_output=default_output)
+    result = engine.read(request)
+    if on_result is not None:
+        on_result(result)
+    stats = result.stats
+    response: dict[str, Any] = {"status": "ok", "outputs": []}
+    if request.return_rows or request.output is None:
+        response["rows"] = inline_rows(result.frame)
+    if request.output is not None:
+        timings = Timings()
+        with timings.phase("write"):
+            response["outputs"] = write_outputs(result, request, request.output, engine)
+        stats["timings_ms"]["write"] = round(timings.ms["write"], 1)
+        stats["timings_ms"]["total"] = round(stats["timings_ms"]["total"] +
+                                             timings.ms["write"], 1)
+    response["stats"] = stats
+    return response
+
+
+def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
+                  engine: Engine) -> list[dict[str, Any]]:
+    pieces: list[tuple[ObjectRef | None, pl.DataFrame]]
+    if result.per_object is not None:
+        pieces = list(result.per_object)
+    elif len(result.objects) == 1:
+        pieces = [(result.objects[0].obj, result.frame)]
+    else:
+        pieces = [(None, result.frame)]
+    written: list[tuple[str, str]] = []
+    outputs: list[dict[str, Any]] = []
+    try:
+        for source, frame in pieces:
+            key = output_key(output, request, source)
+            data = serialize(frame, output)
+            engine.deadline()
+            engine.fetcher.put(output.bucket, key, data)
+            written.append((output.bucket, key))
+            outputs.append({"uri": f"s3://{output.bucket}/{key}", "rows": frame.height,
+                            "bytes": len(data), "format": output.format,
+                            **({"source": source.uri} if source is not None else {})})
+    except BaseException:
+        for bucket, key in written:
+            try:
+                engine.fetcher.delete(bucket, key)
+            except Exception as e:  # noqa: BLE001 - the first failure is the one to report
+                raise OutputError(f"could not remove partial output s3://{bucket}/{key} "
+                                  f"after a failed write: {e}") from e
+        raise
+    return outputs

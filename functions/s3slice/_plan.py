@@ -1,0 +1,230 @@
+"""The read planner: a pure function of (footer, query, settings) to the bytes to fetch.
+
+Nothing here touches the network. Given the footer (parsed by pyarrow), the pruning
+predicate and the needed columns, it keeps the row groups that could hold a matching row,
+lists the byte ranges of their needed column chunks (dictionary pages included), coalesces
+neighbours closer than ``max_gap`` and splits what is larger than ``part_size`` into parallel
+parts. The plan knows ``needed_bytes`` before any data moves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import _predicate as P
+from ._errors import ObjectFormatError
+from ._settings import Settings
+
+Range = tuple[int, int]
+MAGIC = b"PAR1"
+FOOTER_TRAILER = 8  # 4-byte little-endian footer length + magic
+
+
+class FooterTooLarge(Exception):  # noqa: N818 - an internal signal
+    """The tail read holds only part of the footer; ``needed`` bytes from the end will do."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(needed)
+        self.needed = needed
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Footer:
+    metadata: pq.FileMetaData
+    size: int  # object size
+    length: int  # footer length, trailer included
+
+    @property
+    def data_end(self) -> int:
+        return self.size - self.length
+
+    @property
+    def schema_names(self) -> list[str]:
+        return list(self.metadata.schema.to_arrow_schema().names)
+
+
+def parse_footer(tail: bytes, *, size: int, uri: str) -> Footer:
+    """Parse the footer held by the last ``len(tail)`` bytes of an object of ``size`` bytes.
+
+    pyarrow does the parsing; only the eight-byte trailer that frames it is read here.
+    """
+    if size < len(MAGIC) + FOOTER_TRAILER:
+        raise ObjectFormatError(f"not a Parquet object: {size} bytes is too small", uri=uri)
+    if len(tail) < FOOTER_TRAILER or tail[-4:] != MAGIC:
+        raise ObjectFormatError("not a Parquet object: no PAR1 magic at its end", uri=uri)
+    (footer_len,) = struct.unpack("<I", tail[-8:-4])
+    total = footer_len + FOOTER_TRAILER
+    if total + len(MAGIC) > size:
+        raise ObjectFormatError(f"corrupt Parquet footer: it claims {footer_len} bytes in a "
+                                f"{size}-byte object", uri=uri)
+    if total > len(tail):
+        raise FooterTooLarge(total)
+    framed = MAGIC + tail[len(tail) - total:]
+    try:
+        metadata = pq.read_metadata(pa.BufferReader(framed))
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise ObjectFormatError(f"corrupt Parquet footer: {e}", uri=uri) from e
+    return Footer(metadata=metadata, size=size, length=total)
+
+
+# ------------------------------------------------------------------------ statistics
+
+
+def row_group_stats(md: pq.FileMetaData, index: int,
+                    columns: Iterable[str]) -> dict[str, P.ColumnStats]:
+    """Statistics of the named top-level columns of one row group."""
+    wanted = set(columns)
+    rg = md.row_group(index)
+    out: dict[str, P.ColumnStats] = {}
+    for i in range(rg.num_columns):
+        col = rg.column(i)
+        name = col.path_in_schema
+        if name not in wanted:
+            continue
+        s = col.statistics
+        if s is None:
+            out[name] = P.ColumnStats(num_rows=rg.num_rows)
+            continue
+        lo = hi = None
+        if s.has_min_max:
+            try:
+                lo, hi = s.min, s.max
+            except (ValueError, pa.ArrowException, UnicodeDecodeError):
+                lo = hi = None
+        out[name] = P.ColumnStats(
+            num_rows=rg.num_rows, min=lo, max=hi,
+            null_count=s.null_count if s.has_null_count else None,
+            is_float=s.physical_type in ("FLOAT", "DOUBLE"))
+    return out
+
+
+def prune(md: pq.FileMetaData, predicate: P.Pred) -> list[int]:
+    """Indexes of the row groups that could hold a row satisfying ``predicate``."""
+    columns = P.columns_of(predicate)
+    if not columns:
+        return [i for i in range(md.num_row_groups) if md.row_group(i).num_rows > 0]
+    return [i for i in range(md.num_row_groups)
+            if md.row_group(i).num_rows > 0
+            and P.may_match(predicate, row_group_stats(md, i, columns))]
+
+
+# ------------------------------------------------------------------------------ ranges
+
+
+def chunk_range(md: pq.FileMetaData, rg: int, column: int, *, footer: Footer,
+                uri: str) -> Range:
+    """Bytes of one column chunk, its dictionary page included (half-open)."""
+    col = md.row_group(rg).column(column)
+    start = col.data_page_offset
+    dict_offset = col.dictionary_page_offset
+    if col.has_dictionary_page and dict_offset is not None and 0 < dict_offset < start:
+        start = dict_offset
+    end = start + col.total_compressed_size
+    if start < len(MAGIC) or end > footer.data_end or col.total_compressed_size < 0:
+        raise ObjectFormatError(
+            f"corrupt Parquet metadata: column {col.path_in_schema!r} of row group {rg} "
+            f"spans bytes {start}-{end} outside the data (0-{footer.data_end})", uri=uri)
+    return (start, end)
+
+
+def coalesce(ranges: Iterable[Range], max_gap: int) -> list[Range]:
+    """Sorted ranges with overlaps merged and neighbours closer than ``max_gap`` joined."""
+    out: list[Range] = []
+    for start, end in sorted(r for r in ranges if r[1] > r[0]):
+        if out and start - out[-1][1] <= max_gap:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def split(ranges: Iterable[Range], part_size: int) -> list[Range]:
+    """Each range cut into parts of at most ``part_size`` bytes, evenly sized."""
+    out: list[Range] = []
+    for start, end in ranges:
+        length = end - start
+        parts = max(1, -(-length // part_size))
+        step = -(-length // parts)
+        out.extend((a, min(a + step, end)) for a in range(start, end, step))
+    return out
+
+
+def subtract(ranges: Iterable[Range], held: Range) -> list[Range]:
+    """``ranges`` less the bytes already ``held``."""
+    lo, hi = held
+    out: list[Range] = []
+    for start, end in ranges:
+        if end <= lo or start >= hi:
+            out.append((start, end))
+            continue
+        if start < lo:
+            out.append((start, lo))
+        if end > hi:
+            out.append((hi, end))
+    return out
+
+
+def total(ranges: Iterable[Range]) -> int:
+    return sum(end - start for start, end in ranges)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What to read of one Parquet object."""
+
+    footer: Footer
+    row_groups: tuple[int, ...]  # kept row groups, in file order
+    columns: tuple[str, ...]  # top-level columns to decode, in schema order
+    chunks: dict[int, tuple[Range, ...]]  # per kept row group, its column-chunk ranges
+    needed_bytes: int  # sum of the needed column chunks
+
+    def fetch_ranges(self, settings: Settings, *, row_groups: Sequence[int] | None = None,
+                     held: Range | None = None) -> list[Range]:
+        """Coalesced and split ranges for ``row_groups`` (all kept ones by default)."""
+        groups = self.row_groups if row_groups is None else row_groups
+        merged = coalesce((r for g in groups for r in self.chunks[g]), settings.max_gap)
+        if held is not None:
+            merged = subtract(merged, held)
+        return split(merged, settings.part_size)
+
+    def group_bytes(self, group: int) -> int:
+        return total(self.chunks[group])
+
+
+def cheapest_column(md: pq.FileMetaData, names: Sequence[str]) -> str:
+    """The column with the fewest compressed bytes: what a row count needs to read."""
+    sizes = dict.fromkeys(names, 0)
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        for i in range(rg.num_columns):
+            col = rg.column(i)
+            top = col.path_in_schema.split(".")[0]
+            if top in sizes:
+                sizes[top] += col.total_compressed_size
+    return min(names, key=lambda n: (sizes[n], names.index(n)))
+
+
+def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
+                 uri: str) -> Plan:
+    """Plan the read of ``columns`` for rows that may satisfy ``predicate``."""
+    md = footer.metadata
+    names = footer.schema_names
+    if not columns and names:
+        columns = [cheapest_column(md, names)]
+    wanted = set(columns)
+    kept = prune(md, predicate)
+    chunks: dict[int, tuple[Range, ...]] = {}
+    for g in kept:
+        rg = md.row_group(g)
+        chunks[g] = tuple(
+            chunk_range(md, g, i, footer=footer, uri=uri) for i in range(rg.num_columns)
+            if rg.column(i).path_in_schema.split(".")[0] in wanted)
+    needed = sum(total(r) for r in chunks.values())
+    return Plan(footer=footer, row_groups=tuple(kept),
+                columns=tuple(c for c in names if c in wanted), chunks=chunks,
+                needed_bytes=needed)

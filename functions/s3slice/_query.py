@@ -1,0 +1,278 @@
+"""Query analysis: what a query reads, what it may prune by, and how polars runs it.
+
+SQL and filters are parsed with sqlglot to learn their columns, to check that the SQL
+reaches for nothing but the query's source, and to lift the pushable part of WHERE into
+the pruning predicate (:mod:`._predicate`). Execution is polars' own: ``pl.sql_expr``
+for filters and ``pl.SQLContext`` for SQL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from . import _predicate as P
+from ._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, UnknownColumnError
+from ._request import Query
+
+SOURCE_TABLE = "s3object"
+# polars SQL table functions that read files; no query may name them anywhere.
+_FILE_FUNCTIONS = ("read_csv", "read_parquet", "read_json", "read_ndjson", "read_ipc",
+                   "read_delta", "read_excel", "read_avro", "scan_")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Analysis:
+    """A query, understood: its columns, its pruning predicate and how to run it."""
+
+    query: Query
+    columns: tuple[str, ...] | None  # None: every column
+    referenced: frozenset[str]  # every name the query uses as a source column
+    predicate: P.Pred
+    where: str | None  # the row filter polars applies to each piece as it is read
+    sql: str | None  # the SQL run over the concatenated pieces (sources renamed)
+    table_names: tuple[str, ...]
+
+    @property
+    def per_object(self) -> bool:
+        """True when each object's result stands alone (no aggregate, order or limit)."""
+        return self.sql is None and self.query.limit is None
+
+    @property
+    def early_limit(self) -> int | None:
+        """Rows after which reading may stop: a limit with nothing else needing all rows."""
+        return self.query.limit if self.sql is None else None
+
+    def needed_columns(self, schema: Sequence[str], *, source: str) -> list[str]:
+        """Columns to fetch, in schema order, after checking that every name exists."""
+        names = set(schema)
+        missing = sorted(c for c in self.referenced if c not in names)
+        if missing:
+            raise UnknownColumnError(missing, source=source, available=list(schema))
+        if self.columns is None:
+            return list(schema)
+        wanted = self.referenced | set(self.columns)
+        return [c for c in schema if c in wanted]
+
+    def prefilter(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """The per-piece step: the row filter, and the limit when nothing else needs rows."""
+        if self.where is not None:
+            lf = lf.filter(_sql_expr(self.where))
+        if self.sql is None:
+            if self.columns is not None:
+                lf = lf.select(list(self.columns))
+            if self.query.limit is not None:
+                lf = lf.limit(self.query.limit)
+        return lf
+
+    def finish(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """The final step over all pieces: projection and limit, or the whole SQL."""
+        if self.sql is None:
+            if self.columns is not None:
+                lf = lf.select(list(self.columns))
+            if self.query.limit is not None:
+                lf = lf.limit(self.query.limit)
+            return lf
+        ctx = pl.SQLContext(frames={name: lf for name in self.table_names})
+        try:
+            return ctx.execute(self.sql, eager=False)
+        except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError) as e:
+            raise FilterSyntaxError(f"sql: {e}") from e
+
+
+def _sql_expr(text: str) -> pl.Expr:
+    try:
+        return pl.sql_expr(text)
+    except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError,
+            pl.exceptions.InvalidOperationError) as e:
+        raise FilterSyntaxError(f"filter {text!r}: {e}") from e
+
+
+def _parse(text: str, field: str) -> exp.Expression:
+    try:
+        parsed = sqlglot.parse(text)
+    except (ParseError, TokenError) as e:
+        raise FilterSyntaxError(f"{field}: cannot parse {text!r}: {e}") from e
+    statements = [s for s in parsed if s is not None]
+    if len(statements) != 1:
+        raise FilterSyntaxError(f"{field}: expected one expression, found {len(statements)}")
+    return statements[0]
+
+
+def _check_functions(tree: exp.Expression, field: str) -> None:
+    for node in tree.find_all(exp.Func):
+        name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
+        if name.startswith(_FILE_FUNCTIONS):
+            raise ForbiddenQueryError(f"{field}: the function {name} is not allowed; a query "
+                                      "reads only its own sources")
+
+
+def _unqualified(tree: exp.Expression) -> exp.Expression:
+    """A copy with table qualifiers dropped from column references (``s.a`` → ``a``)."""
+    def strip(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.table:
+            return exp.column(node.this.copy())
+        return node
+    return tree.copy().transform(strip)
+
+
+def _literal(node: exp.Expression) -> tuple[bool, Any]:
+    """(True, value) when ``node`` is a constant the statistics can be compared with."""
+    if isinstance(node, exp.Paren):
+        return _literal(node.this)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return True, node.this
+        text = node.this
+        try:
+            return True, int(text)
+        except ValueError:
+            try:
+                return True, float(text)
+            except ValueError:
+                return False, None
+    if isinstance(node, exp.Neg):
+        ok, v = _literal(node.this)
+        return (True, -v) if ok and isinstance(v, int | float) else (False, None)
+    if isinstance(node, exp.Boolean):
+        return True, bool(node.this)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        to = node.to.this
+        try:
+            if to == exp.DataType.Type.DATE:
+                return True, dt.date.fromisoformat(node.this.this)
+            if to in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME):
+                return True, dt.datetime.fromisoformat(node.this.this)
+        except ValueError:
+            return False, None
+    return False, None
+
+
+_CMP: dict[type[exp.Expression], P.CmpOp] = {
+    exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
+}
+
+
+def to_predicate(node: exp.Expression) -> P.Pred:
+    """The part of a condition the statistics can judge; the rest becomes ``Opaque``."""
+    if isinstance(node, exp.Paren):
+        return to_predicate(node.this)
+    if isinstance(node, exp.And):
+        return P.And((to_predicate(node.left), to_predicate(node.right)))
+    if isinstance(node, exp.Or):
+        return P.Or((to_predicate(node.left), to_predicate(node.right)))
+    if isinstance(node, exp.Not):
+        return P.Not(to_predicate(node.this))
+    op = _CMP.get(type(node))
+    if op is not None:
+        left, right = node.args["this"], node.args["expression"]
+        if isinstance(left, exp.Column):
+            ok, value = _literal(right)
+            if ok:
+                return P.Cmp(left.name, op, value)
+        if isinstance(right, exp.Column):
+            ok, value = _literal(left)
+            if ok:
+                return P.Cmp(right.name, P.FLIP[op], value)
+        return P.TRUE
+    if isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
+        ok_lo, lo = _literal(node.args["low"])
+        ok_hi, hi = _literal(node.args["high"])
+        if ok_lo and ok_hi:
+            return P.Between(node.this.name, lo, hi)
+        return P.TRUE
+    if isinstance(node, exp.In) and isinstance(node.this, exp.Column) and not node.args.get(
+            "query"):
+        values = [_literal(v) for v in node.expressions]
+        if values and all(ok for ok, _ in values):
+            return P.In(node.this.name, tuple(v for _, v in values))
+        return P.TRUE
+    if isinstance(node, exp.Is) and isinstance(node.this, exp.Column) and isinstance(
+            node.expression, exp.Null):
+        return P.IsNull(node.this.name)
+    return P.TRUE
+
+
+def _column_names(tree: exp.Expression) -> set[str]:
+    return {c.name for c in tree.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
+
+
+def _analyze_filter(query: Query) -> Analysis:
+    where: str | None = None
+    predicate: P.Pred = P.TRUE
+    referenced: set[str] = set(query.columns or ())
+    if query.filter is not None:
+        tree = _parse(query.filter, "filter")
+        if tree.find(exp.Select, exp.Table, exp.Subquery) is not None or isinstance(
+                tree, exp.Command | exp.Create | exp.Drop | exp.Insert | exp.Update):
+            raise ForbiddenQueryError("filter: must be a condition on columns, not a query")
+        _check_functions(tree, "filter")
+        referenced |= _column_names(tree)
+        predicate = to_predicate(tree)
+        where = query.filter
+        _sql_expr(where)  # a filter polars cannot run fails now, before any byte is read
+    return Analysis(query=query, columns=query.columns, referenced=frozenset(referenced),
+                    predicate=predicate, where=where, sql=None, table_names=())
+
+
+def _analyze_sql(query: Query) -> Analysis:
+    assert query.sql is not None
+    tree = _parse(query.sql, "sql")
+    if not isinstance(tree, exp.Query):
+        raise ForbiddenQueryError(f"sql: only SELECT queries run here, got {tree.key.upper()}")
+    _check_functions(tree, "sql")
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    table_names: set[str] = set()
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            raise ForbiddenQueryError(f"sql: {table.sql()!r} is not allowed; a query reads only "
+                                      f"FROM {SOURCE_TABLE}")
+        name = table.name
+        if table.args.get("db") or table.args.get("catalog"):
+            raise ForbiddenQueryError(f"sql: table {table.sql()!r} is not allowed; a query reads "
+                                      f"only FROM {SOURCE_TABLE}")
+        if name.lower() in ctes:
+            continue
+        if name.lower() != SOURCE_TABLE:
+            raise ForbiddenQueryError(f"sql: table {name!r} is not allowed; a query reads only "
+                                      f"FROM {SOURCE_TABLE}")
+        table_names.add(name)
+    if not table_names:
+        raise ForbiddenQueryError(f"sql: the query must read FROM {SOURCE_TABLE}")
+
+    aliases = {a.alias for a in tree.find_all(exp.Alias)}
+    referenced = {n for n in _column_names(tree) if n not in aliases}
+    star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
+               exp.Star)) for sel in tree.find_all(exp.Select) for e in sel.expressions)
+
+    where: str | None = None
+    predicate: P.Pred = P.TRUE
+    top = tree if isinstance(tree, exp.Select) else None
+    if (top is not None and not top.args.get("joins") and not top.args.get("with")
+            and isinstance(top.args.get("from_") or top.args.get("from"), exp.From)):
+        source = (top.args.get("from_") or top.args["from"]).this
+        condition = top.args.get("where")
+        if isinstance(source, exp.Table) and condition is not None:
+            plain = _unqualified(condition.this)
+            predicate = to_predicate(plain)
+            where = plain.sql()
+    return Analysis(query=query, columns=None if star else tuple(sorted(referenced)),
+                    referenced=frozenset(referenced), predicate=predicate, where=where,
+                    sql=query.sql, table_names=tuple(sorted(table_names)))
+
+
+def analyze(query: Query) -> Analysis:
+    """Parse and check a query. Raises a :class:`QueryError` naming what is wrong."""
+    try:
+        return _analyze_sql(query) if query.sql is not None else _analyze_filter(query)
+    except QueryError:
+        raise
+    except (ValueError, TypeError, KeyError) as e:  # sqlglot internals on odd input
+        raise FilterSyntaxError(f"cannot analyse the query: {e}") from e

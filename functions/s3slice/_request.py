@@ -1,0 +1,237 @@
+"""The direct-invoke request contract, parsed and validated into typed values.
+
+::
+
+    {"source": "s3://b/k" | ["s3://b/k1", ...] | "s3://b/prefix/",
+     "sql": "SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 10",
+     -- or instead of sql: "columns": ["a", "b"], "filter": "a <= 1000", "limit": 10,
+     "output": {"uri": "s3://b/out/", "format": "parquet", "compression": "zstd"},
+     "return_rows": false}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, get_args
+from urllib.parse import unquote
+
+from ._errors import RequestError
+
+OutputFormat = Literal["parquet", "csv", "json"]
+OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)
+COMPRESSIONS: dict[str, tuple[str, ...]] = {
+    "parquet": ("zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed"),
+    "csv": ("none", "gzip"),
+    "json": ("none", "gzip"),
+}
+DEFAULT_COMPRESSION = {"parquet": "zstd", "csv": "none", "json": "none"}
+MAX_SQL_LENGTH = 64 * 1024
+REQUEST_FIELDS = frozenset(
+    {"source", "sql", "columns", "filter", "limit", "output", "return_rows"})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ObjectRef:
+    """One S3 object; ``size`` and ``etag`` are filled in when the caller already knows them."""
+
+    bucket: str
+    key: str
+    size: int | None = None
+    etag: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SourceSpec:
+    """What a request names: objects, or prefixes to be listed."""
+
+    bucket: str
+    key: str  # a prefix when ``is_prefix``
+
+    @property
+    def is_prefix(self) -> bool:
+        return self.key == "" or self.key.endswith("/")
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Query:
+    columns: tuple[str, ...] | None = None
+    filter: str | None = None
+    sql: str | None = None
+    limit: int | None = None
+
+    def canonical(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OutputSpec:
+    uri: str
+    format: OutputFormat = "parquet"
+    compression: str = "zstd"
+
+    @property
+    def bucket(self) -> str:
+        return parse_s3_uri(self.uri, field="output.uri")[0]
+
+    @property
+    def prefix(self) -> str:
+        return parse_s3_uri(self.uri, field="output.uri")[1]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Request:
+    sources: tuple[SourceSpec | ObjectRef, ...]
+    query: Query
+    output: OutputSpec | None = None
+    return_rows: bool = False
+
+    def query_hash(self) -> str:
+        """A stable hash of what determines the result's content (not where it goes)."""
+        material = {"query": self.query.canonical(),
+                    "format": self.output.format if self.output else None,
+                    "compression": self.output.compression if self.output else None}
+        blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def parse_s3_uri(uri: object, *, field: str) -> tuple[str, str]:
+    """``s3://bucket/key`` → (bucket, key). The key may be empty or a prefix."""
+    if not isinstance(uri, str):
+        raise RequestError(f"expected an s3:// URI string, got {type(uri).__name__}", field=field)
+    if not uri.startswith("s3://"):
+        raise RequestError(f"expected an s3:// URI, got {uri!r}", field=field)
+    bucket, _, key = uri[5:].partition("/")
+    if not bucket or any(c in bucket for c in " \\?#"):
+        raise RequestError(f"no valid bucket in {uri!r}", field=field)
+    return bucket, key
+
+
+def _source(value: object, field: str) -> SourceSpec:
+    bucket, key = parse_s3_uri(value, field=field)
+    return SourceSpec(bucket=bucket, key=key)
+
+
+def _parse_sources(raw: object) -> tuple[SourceSpec, ...]:
+    if raw is None:
+        raise RequestError("is required", field="source")
+    if isinstance(raw, str):
+        return (_source(raw, "source"),)
+    if isinstance(raw, Sequence) and not isinstance(raw, bytes | bytearray):
+        if not raw:
+            raise RequestError("must name at least one object", field="source")
+        return tuple(_source(v, f"source[{i}]") for i, v in enumerate(raw))
+    raise RequestError(f"expected a URI or a list of URIs, got {type(raw).__name__}",
+                       field="source")
+
+
+def _parse_columns(raw: object) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = [c.strip() for c in raw.split(",")]
+    if not isinstance(raw, Sequence) or isinstance(raw, bytes | bytearray):
+        raise RequestError(f"expected a list of column names, got {type(raw).__name__}",
+                           field="columns")
+    names: list[str] = []
+    for i, c in enumerate(raw):
+        if not isinstance(c, str) or not c:
+            raise RequestError(f"expected a non-empty string, got {c!r}", field=f"columns[{i}]")
+        names.append(c)
+    if not names:
+        raise RequestError("must name at least one column (omit it for all columns)",
+                           field="columns")
+    if len(set(names)) != len(names):
+        raise RequestError(f"names a column twice: {names}", field="columns")
+    return tuple(names)
+
+
+def _parse_limit(raw: object) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise RequestError(f"expected a whole number, got {raw!r}", field="limit")
+    if raw < 0:
+        raise RequestError(f"must not be negative, got {raw}", field="limit")
+    return raw
+
+
+def _parse_text(raw: object, field: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise RequestError(f"expected non-empty text, got {raw!r}", field=field)
+    if len(raw) > MAX_SQL_LENGTH:
+        raise RequestError(f"is {len(raw)} characters; at most {MAX_SQL_LENGTH} are accepted",
+                           field=field)
+    return raw
+
+
+def parse_query(raw: Mapping[str, Any]) -> Query:
+    sql = _parse_text(raw.get("sql"), "sql")
+    columns = _parse_columns(raw.get("columns"))
+    filter_ = _parse_text(raw.get("filter"), "filter")
+    limit = _parse_limit(raw.get("limit"))
+    if sql is not None and (columns is not None or filter_ is not None or limit is not None):
+        raise RequestError("give either sql, or columns/filter/limit, not both", field="sql")
+    return Query(columns=columns, filter=filter_, sql=sql, limit=limit)
+
+
+def parse_output(raw: object, *, field: str = "output") -> OutputSpec | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = {"uri": raw}
+    if not isinstance(raw, Mapping):
+        raise RequestError(f"expected an object with 'uri', got {type(raw).__name__}", field=field)
+    unknown = set(raw) - {"uri", "format", "compression"}
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}", field=field)
+    uri = raw.get("uri")
+    parse_s3_uri(uri, field=f"{field}.uri")
+    assert isinstance(uri, str)
+    fmt = raw.get("format", "parquet")
+    if fmt not in OUTPUT_FORMATS:
+        raise RequestError(f"must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}",
+                           field=f"{field}.format")
+    compression = raw.get("compression", DEFAULT_COMPRESSION[fmt])
+    if compression not in COMPRESSIONS[fmt]:
+        raise RequestError(f"for {fmt} must be one of {', '.join(COMPRESSIONS[fmt])}, "
+                           f"got {compression!r}", field=f"{field}.compression")
+    return OutputSpec(uri=uri, format=fmt, compression=compression)
+
+
+def parse_request(raw: object, *, default_output: OutputSpec | None = None) -> Request:
+    """Validate a direct-invoke request; every problem names its field."""
+    if not isinstance(raw, Mapping):
+        raise RequestError(f"a request must be a JSON object, got {type(raw).__name__}")
+    unknown = set(raw) - REQUEST_FIELDS
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}; expected some of "
+                           f"{sorted(REQUEST_FIELDS)}")
+    return_rows = raw.get("return_rows", False)
+    if not isinstance(return_rows, bool):
+        raise RequestError(f"expected true or false, got {return_rows!r}", field="return_rows")
+    output = parse_output(raw.get("output")) or default_output
+    return Request(sources=_parse_sources(raw.get("source")), query=parse_query(raw),
+                   output=output, return_rows=return_rows)
+
+
+def object_ref(bucket: str, key: str, *, size: object = None, etag: object = None,
+               url_encoded: bool = False) -> ObjectRef:
+    """An object named by an event (keys in S3 notifications are URL-encoded)."""
+    if url_encoded:
+        key = unquote(key.replace("+", " "))
+    return ObjectRef(bucket=bucket, key=key,
+                     size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                     etag=etag if isinstance(etag, str) and etag else None)

@@ -1,0 +1,134 @@
+"""Typed settings: defaults, then the environment, then explicit arguments (which win)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+from ._errors import RequestError
+
+Strategy = Literal["auto", "ranges", "whole", "batches"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+
+MiB = 1024 * 1024
+
+
+def _physical_memory_mb() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // MiB)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 2048
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Knobs of the engine. Every field has a documented default and an environment name.
+
+    ======================  ===============================  ===================================
+    field                   environment                      default
+    ======================  ===============================  ===================================
+    endpoint_url            AWS_ENDPOINT_URL_S3,             AWS's own endpoint
+                            AWS_ENDPOINT_URL
+    region                  AWS_REGION, AWS_DEFAULT_REGION   us-east-1
+    strategy                S3SLICE_STRATEGY                 auto
+    memory_mb               AWS_LAMBDA_FUNCTION_MEMORY_SIZE  the machine's memory
+    memory_budget_mb        S3SLICE_MEMORY_BUDGET_MB         60 % of memory_mb
+    tmp_dir                 S3SLICE_TMP_DIR                  the system temp dir (/tmp on Lambda)
+    footer_size             S3SLICE_FOOTER_SIZE              64 KiB (one suffix GET)
+    max_gap                 S3SLICE_MAX_GAP                  64 KiB (coalesce ranges closer)
+    part_size               S3SLICE_PART_SIZE                8 MiB (split ranges larger)
+    concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
+    small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)
+    whole_object_ratio      S3SLICE_WHOLE_OBJECT_RATIO       0.75 (needed/size above: whole)
+    footer_cache_mb         S3SLICE_FOOTER_CACHE_MB          64
+    request_timeout_s       S3SLICE_REQUEST_TIMEOUT_S        30
+    ======================  ===============================  ===================================
+    """
+
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    strategy: Strategy = "auto"
+    memory_mb: int = 2048
+    memory_budget_mb: int | None = None
+    tmp_dir: str = "/tmp"  # noqa: S108 - Lambda's only writable directory
+    footer_size: int = 64 * 1024
+    max_gap: int = 64 * 1024
+    part_size: int = 8 * MiB
+    concurrency: int | None = None
+    small_object_size: int = 4 * MiB
+    whole_object_ratio: float = 0.75
+    footer_cache_mb: int = 64
+    request_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise RequestError(f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}",
+                               field="strategy")
+        for name in ("footer_size", "part_size", "memory_mb"):
+            if getattr(self, name) <= 0:
+                raise RequestError("must be positive", field=name)
+        if self.max_gap < 0:
+            raise RequestError("must not be negative", field="max_gap")
+
+    @property
+    def memory_budget_bytes(self) -> int:
+        """Bytes the engine may hold at once for fetched data."""
+        mb = self.memory_budget_mb if self.memory_budget_mb is not None else self.memory_mb * 0.6
+        return int(mb * MiB)
+
+    @property
+    def max_concurrency(self) -> int:
+        """Parallel requests: Lambda's network share grows with memory (and vCPUs with it)."""
+        if self.concurrency is not None:
+            return max(1, self.concurrency)
+        return max(8, min(64, self.memory_mb // 96))
+
+    def tmp_free_bytes(self) -> int:
+        try:
+            return shutil.disk_usage(self.tmp_dir).free
+        except OSError:
+            return 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``env`` (default ``os.environ``); keyword arguments win."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {
+            "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            "memory_mb": _physical_memory_mb(),
+            "tmp_dir": tempfile.gettempdir(),
+        }
+        endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            values["endpoint_url"] = endpoint
+        casts: dict[str, tuple[str, type]] = {
+            "strategy": ("S3SLICE_STRATEGY", str),
+            "memory_mb": ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", int),
+            "memory_budget_mb": ("S3SLICE_MEMORY_BUDGET_MB", int),
+            "tmp_dir": ("S3SLICE_TMP_DIR", str),
+            "footer_size": ("S3SLICE_FOOTER_SIZE", int),
+            "max_gap": ("S3SLICE_MAX_GAP", int),
+            "part_size": ("S3SLICE_PART_SIZE", int),
+            "concurrency": ("S3SLICE_CONCURRENCY", int),
+            "small_object_size": ("S3SLICE_SMALL_OBJECT_SIZE", int),
+            "whole_object_ratio": ("S3SLICE_WHOLE_OBJECT_RATIO", float),
+            "footer_cache_mb": ("S3SLICE_FOOTER_CACHE_MB", int),
+            "request_timeout_s": ("S3SLICE_REQUEST_TIMEOUT_S", float),
+        }
+        for field, (name, cast) in casts.items():
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[field] = cast(raw)
+            except ValueError:
+                raise RequestError(f"cannot read {raw!r} as {cast.__name__}", field=name) from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+        return cls(**values)

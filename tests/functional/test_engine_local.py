@@ -1,0 +1,251 @@
+"""The engine over local files: exact ranges recorded, results equal to a plain polars read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from s3slice import (
+    Engine,
+    FooterCache,
+    LocalFetcher,
+    ObjectChangedError,
+    ObjectFormatError,
+    ObjectNotFoundError,
+    RecordingFetcher,
+    Settings,
+    UnknownColumnError,
+)
+from s3slice._demo import sample_table
+from s3slice._plan import parse_footer, plan_parquet
+
+BUCKET = "data"
+
+
+def settings(**kw: Any) -> Settings:
+    base: dict[str, Any] = {"memory_mb": 2048, "footer_size": 64 * 1024}
+    base.update(kw)
+    return Settings(**base)
+
+
+def engine_for(root: Path, **kw: Any) -> tuple[Engine, RecordingFetcher]:
+    fetcher = RecordingFetcher(LocalFetcher(root))
+    return Engine(settings(**kw), fetcher=fetcher, footer_cache=FooterCache(1 << 20)), fetcher
+
+
+@pytest.fixture(scope="module")
+def table() -> pl.DataFrame:
+    return sample_table(200_000)
+
+
+@pytest.fixture
+def root(tmp_path: Path, table: pl.DataFrame) -> Path:
+    (tmp_path / BUCKET).mkdir()
+    table.write_parquet(tmp_path / BUCKET / "t.parquet", row_group_size=25_000,
+                        compression="snappy")
+    return tmp_path
+
+
+def oracle(table: pl.DataFrame, where: str | None, columns: list[str] | None) -> pl.DataFrame:
+    out = table.filter(pl.sql_expr(where)) if where else table
+    return out.select(columns) if columns else out
+
+
+def same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
+    return a.sort(a.columns).equals(b.sort(b.columns))
+
+
+@pytest.mark.parametrize("strategy", ["auto", "ranges", "whole", "batches"])
+@pytest.mark.parametrize(("columns", "where"), [
+    (["col_1", "col_2"], "col_1 <= 1000"),
+    (["col_3"], "col_1 > 999000 OR col_2 < 10"),
+    (None, "region = 'north' AND col_4 BETWEEN 100 AND 50000"),
+    (["region"], None),
+    (["col_1"], "col_1 IN (1, 2, 3, 500000)"),
+    (["col_2"], "col_1 < 0"),
+])
+def test_results_equal_the_oracle(root: Path, table: pl.DataFrame, strategy: str,
+                                  columns: list[str] | None, where: str | None) -> None:
+    engine, _ = engine_for(root, strategy=strategy, memory_budget_mb=4)
+    request: dict[str, Any] = {"source": f"s3://{BUCKET}/t.parquet"}
+    if columns:
+        request["columns"] = columns
+    if where:
+        request["filter"] = where
+    result = engine.read(request)
+    assert same(result.frame, oracle(table, where, columns))
+    assert result.stats["strategy"] == (strategy if strategy != "auto" else
+                                         result.stats["strategy"])
+
+
+def test_exact_ranges_for_a_footer_and_query(root: Path) -> None:
+    path = root / BUCKET / "t.parquet"
+    data = path.read_bytes()
+    engine, rec = engine_for(root, strategy="ranges", max_gap=0, part_size=1 << 30)
+    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
+                          "filter": "col_1 <= 1000"})
+    footer = parse_footer(data, size=len(data), uri="u")
+    from s3slice._query import analyze
+    from s3slice._request import Query
+    plan = plan_parquet(footer, columns=["col_1", "col_2"],
+                        predicate=analyze(Query(filter="col_1 <= 1000")).predicate, uri="u")
+    tail = [c for c in rec.calls if c.kind == "tail"]
+    assert len(tail) == 1 and tail[0].end == len(data) and tail[0].start == len(data) - 65536
+    expected = sorted(r for g in plan.row_groups for r in plan.chunks[g])
+    # adjacent chunks of one row group are one range when max_gap is 0
+    from s3slice._plan import coalesce
+    assert rec.ranges() == coalesce(expected, 0)
+    assert result.stats["bytes_fetched"] == 65536 + plan.needed_bytes
+    assert result.stats["requests"] == 1 + len(coalesce(expected, 0))
+
+
+def test_sorted_data_reads_only_overlapping_row_groups(tmp_path: Path) -> None:
+    (tmp_path / BUCKET).mkdir()
+    n = 100_000
+    frame = pl.DataFrame({"ts": pl.datetime_range(dt.datetime(2024, 1, 1),
+                                                  dt.datetime(2024, 1, 1) + dt.timedelta(
+                                                      seconds=n - 1), "1s", eager=True),
+                          "v": range(n)})
+    frame.write_parquet(tmp_path / BUCKET / "s.parquet", row_group_size=5_000)
+    engine, rec = engine_for(tmp_path, strategy="ranges")
+    where = "ts >= '2024-01-01 05:00:00' AND ts < '2024-01-01 05:16:40'"
+    result = engine.read({"source": f"s3://{BUCKET}/s.parquet", "columns": ["v"],
+                          "filter": where})
+    assert result.stats["row_groups_read"] == 1
+    assert result.frame.height == 1000
+    assert result.frame["v"].to_list() == list(range(18000, 19000))
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd", "gzip", "lz4", "none"])
+@pytest.mark.parametrize("dictionary", [True, False])
+def test_codecs_encodings_types_and_nulls(tmp_path: Path, codec: str, dictionary: bool) -> None:
+    (tmp_path / BUCKET).mkdir()
+    n = 3000
+    table = pa.table({
+        "i": pa.array([None if k % 3 == 0 else k for k in range(n)], pa.int32()),
+        "f": pa.array([None if k % 5 == 0 else k / 3 for k in range(n)], pa.float64()),
+        "s": pa.array([None if k % 7 == 0 else f"v{k % 11}" for k in range(n)]),
+        "d": pa.array([dt.date(2020, 1, 1) + dt.timedelta(days=k % 400) for k in range(n)]),
+        "t": pa.array([dt.datetime(2020, 1, 1) + dt.timedelta(minutes=k) for k in range(n)],
+                      pa.timestamp("us")),
+        "m": pa.array([decimal.Decimal(k) / 100 for k in range(n)], pa.decimal128(12, 2)),
+        "b": pa.array([k % 2 == 0 for k in range(n)]),
+    })
+    pq.write_table(table, tmp_path / BUCKET / "x.parquet", row_group_size=500,
+                   compression=codec, use_dictionary=dictionary)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    engine, _ = engine_for(tmp_path)
+    for where in ["i > 2500", "f IS NULL", "s = 'v3'", "d < DATE '2020-02-01'",
+                  "t >= '2020-01-02 00:00:00'", "m <= 1.5", "b AND i < 100",
+                  "i IS NULL OR s IS NULL"]:
+        result = engine.read({"source": f"s3://{BUCKET}/x.parquet", "filter": where})
+        assert same(result.frame, frame.filter(pl.sql_expr(where))), where
+
+
+def test_unknown_column_names_column_and_object(root: Path) -> None:
+    engine, rec = engine_for(root)
+    with pytest.raises(UnknownColumnError) as info:
+        engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1", "nope"]})
+    assert "'nope'" in str(info.value) and "s3://data/t.parquet" in str(info.value)
+    assert not [c for c in rec.calls if c.kind == "range"]
+
+
+def test_missing_and_non_parquet_objects(root: Path) -> None:
+    engine, _ = engine_for(root)
+    with pytest.raises(ObjectNotFoundError, match="s3://data/missing.parquet"):
+        engine.read({"source": f"s3://{BUCKET}/missing.parquet"})
+    (root / BUCKET / "notes.txt").write_text("hello, this is not parquet" * 10)
+    with pytest.raises(ObjectFormatError, match="s3://data/notes.txt"):
+        engine.read({"source": f"s3://{BUCKET}/notes.txt"})
+
+
+def test_corrupt_page_is_a_typed_error(root: Path) -> None:
+    path = root / BUCKET / "t.parquet"
+    data = bytearray(path.read_bytes())
+    md = pq.read_metadata(path)
+    col = md.row_group(0).column(1)
+    start = col.dictionary_page_offset or col.data_page_offset
+    data[start: start + 64] = b"\xfe" * 64
+    (root / BUCKET / "bad.parquet").write_bytes(bytes(data))
+    engine, _ = engine_for(root)
+    with pytest.raises(ObjectFormatError, match="s3://data/bad.parquet"):
+        engine.read({"source": f"s3://{BUCKET}/bad.parquet", "columns": ["col_1"]})
+
+
+def test_footer_cache_skips_the_footer_request(root: Path) -> None:
+    engine, rec = engine_for(root)
+    src = f"s3://{BUCKET}/t.parquet"
+    first = engine.read({"source": src, "columns": ["col_1"], "filter": "col_1 < 10"})
+    etag = LocalFetcher._etag(root / BUCKET / "t.parquet")
+    from s3slice import ObjectRef
+    from s3slice._request import Query, Request
+    req = Request(sources=(ObjectRef(bucket=BUCKET, key="t.parquet", etag=etag),),
+                  query=Query(columns=("col_1",), filter="col_1 < 10"))
+    rec.calls.clear()
+    second = engine.read(req)
+    assert not [c for c in rec.calls if c.kind == "tail"]
+    assert same(first.frame, second.frame)
+    assert second.stats["strategy_inputs"]["footer"] == "cache"
+
+
+def test_small_object_of_known_size_is_one_request(tmp_path: Path) -> None:
+    (tmp_path / BUCKET).mkdir()
+    frame = sample_table(2000)
+    frame.write_parquet(tmp_path / BUCKET / "small.parquet")
+    size = (tmp_path / BUCKET / "small.parquet").stat().st_size
+    engine, rec = engine_for(tmp_path)
+    from s3slice import ObjectRef
+    from s3slice._request import Query, Request
+    req = Request(sources=(ObjectRef(bucket=BUCKET, key="small.parquet", size=size),),
+                  query=Query(filter="col_1 < 500000"))
+    result = engine.read(req)
+    assert result.stats["requests"] == 1
+    assert result.stats["strategy"] == "single"
+    assert same(result.frame, frame.filter(pl.col("col_1") < 500000))
+
+
+class ChangingFetcher(LocalFetcher):
+    """Rewrites the object after its footer was read, ``times`` times."""
+
+    def __init__(self, root: Path, path: Path, times: int) -> None:
+        super().__init__(root)
+        self.path, self.times = path, times
+
+    def get_tail(self, obj: Any, nbytes: int) -> Any:
+        tail = super().get_tail(obj, nbytes)
+        if self.times > 0:
+            self.times -= 1
+            data = self.path.read_bytes()
+            import os
+            self.path.write_bytes(data)
+            st = self.path.stat()
+            os.utime(self.path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        return tail
+
+
+def test_object_changed_mid_read_restarts_once(root: Path, table: pl.DataFrame) -> None:
+    path = root / BUCKET / "t.parquet"
+    once = Engine(settings(), fetcher=ChangingFetcher(root, path, 1),
+                  footer_cache=FooterCache(1 << 20))
+    result = once.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"],
+                        "filter": "col_1 < 100"})
+    assert same(result.frame, oracle(table, "col_1 < 100", ["col_1"]))
+    twice = Engine(settings(), fetcher=ChangingFetcher(root, path, 2),
+                   footer_cache=FooterCache(1 << 20))
+    with pytest.raises(ObjectChangedError, match="s3://data/t.parquet"):
+        twice.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
+
+
+def test_batches_bound_memory_per_batch(root: Path, table: pl.DataFrame) -> None:
+    engine, rec = engine_for(root, strategy="batches", memory_budget_mb=1)
+    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1", "col_2"]})
+    assert same(result.frame, table.select("col_1", "col_2"))
+    assert result.stats["strategy"] == "batches"

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import pytest
+
+from s3slice import RequestError, Settings
+
+
+def test_environment_then_explicit_arguments() -> None:
+    env = {"AWS_ENDPOINT_URL": "http://generic:1", "AWS_ENDPOINT_URL_S3": "http://s3:2",
+           "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024", "S3SLICE_STRATEGY": "ranges",
+           "AWS_REGION": "eu-west-1"}
+    s = Settings.from_env(env)
+    assert s.endpoint_url == "http://s3:2"
+    assert (s.memory_mb, s.strategy, s.region) == (1024, "ranges", "eu-west-1")
+    assert s.memory_budget_bytes == int(1024 * 0.6 * 1024 * 1024)
+    assert Settings.from_env(env, strategy="whole").strategy == "whole"
+
+
+def test_generic_endpoint_is_used_without_the_s3_one() -> None:
+    assert Settings.from_env({"AWS_ENDPOINT_URL": "http://x:9"}).endpoint_url == "http://x:9"
+
+
+def test_concurrency_scales_with_memory() -> None:
+    small = Settings.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"})
+    big = Settings.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240"})
+    assert 8 == small.max_concurrency < big.max_concurrency == 64
+
+
+@pytest.mark.parametrize(("env", "name"), [
+    ({"S3SLICE_STRATEGY": "fastest"}, "strategy"),
+    ({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),
+    ({"S3SLICE_PART_SIZE": "0"}, "part_size"),
+])
+def test_bad_settings_are_named(env: dict[str, str], name: str) -> None:
+    with pytest.raises(RequestError, match=name):
+        Settings.from_env(env)
