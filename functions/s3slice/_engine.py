@@ -24,7 +24,7 @@ from . import _plan
 from ._errors import ObjectChangedError, ObjectFormatError, ObjectNotFoundError
 from ._fetch import Fetcher, PreconditionFailed, S3Fetcher
 from ._image import FileImage, Image, MemoryImage
-from ._query import Analysis, analyze
+from ._query import Analysis, analyze, collect
 from ._request import ObjectRef, Request, SourceSpec, parse_request
 from ._settings import Settings
 
@@ -170,11 +170,11 @@ class Engine:
         with timings.phase("execute"):
             per_object = None
             if analysis.per_object and len(results) > 1:
-                per_object = [(r.obj, analysis.finish(r.frame.lazy()).collect())
+                per_object = [(r.obj, collect(analysis.finish(r.frame.lazy())))
                               for r in results]
                 frame = _combine([f for _, f in per_object])
             else:
-                frame = analysis.finish(_combine([r.frame for r in results]).lazy()).collect()
+                frame = collect(analysis.finish(_combine([r.frame for r in results]).lazy()))
         counters = self.fetcher.counters
         strategies = sorted({r.strategy for r in results})
         stats: dict[str, Any] = {
@@ -358,7 +358,7 @@ class Engine:
             raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
-        return analysis.prefilter(frame.lazy()).collect()
+        return collect(analysis.prefilter(frame.lazy()))
 
 
 def _parse_footer_retrying(tail: bytes, obj: ObjectRef, size: int, image: Image) -> _plan.Footer:

@@ -87,6 +87,23 @@ class Analysis:
             raise FilterSyntaxError(f"sql: {e}") from e
 
 
+def collect(lf: pl.LazyFrame) -> pl.DataFrame:
+    """Run a lazy query; what polars rejects at run time becomes a :class:`QueryError`."""
+    try:
+        return lf.collect()
+    except (pl.exceptions.ColumnNotFoundError, pl.exceptions.SchemaFieldNotFoundError) as e:
+        raise QueryError(f"the query names a column the data does not have: "
+                         f"{_first_line(e)}") from e
+    except (pl.exceptions.InvalidOperationError, pl.exceptions.SchemaError,
+            pl.exceptions.ComputeError, pl.exceptions.SQLSyntaxError,
+            pl.exceptions.SQLInterfaceError) as e:
+        raise QueryError(f"the query cannot run on this data: {_first_line(e)}") from e
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
 def _sql_expr(text: str) -> pl.Expr:
     try:
         return pl.sql_expr(text)

@@ -7,7 +7,7 @@ import io
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice import Query
@@ -77,7 +77,7 @@ def predicate_st() -> st.SearchStrategy[str]:
     )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150)
 @given(frame_st(), predicate_st(), st.sampled_from([5, 10, 20]))
 def test_a_group_holding_a_match_is_never_pruned(frame: pl.DataFrame, where: str,
                                                  group_rows: int) -> None:
