@@ -9,7 +9,6 @@ import boto3
 import pytest
 from hypothesis import HealthCheck, settings
 
-
 from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
 from tests.support import S3Env, ServerLog, counting
 

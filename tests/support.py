@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import threading
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 
@@ -74,10 +74,8 @@ class S3Env:
     client: Any
 
     def bucket(self, name: str) -> str:
-        try:
+        with contextlib.suppress(self.client.exceptions.BucketAlreadyOwnedByYou):
             self.client.create_bucket(Bucket=name)
-        except self.client.exceptions.BucketAlreadyOwnedByYou:
-            pass
         return name
 
     def put_frame(self, bucket: str, key: str, frame: pl.DataFrame, **kwargs: Any) -> bytes:

@@ -65,8 +65,9 @@ def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
         _print(response)
 
         stats = response["stats"]
+        share = stats["bytes_fetched"] / stats["object_bytes"]
         print(f"\nstrategy {stats['strategy']}: fetched {stats['bytes_fetched']:,} of "
-              f"{stats['object_bytes']:,} bytes ({stats['bytes_fetched'] / stats['object_bytes']:.1%})"
+              f"{stats['object_bytes']:,} bytes ({share:.1%})"
               f" in {stats['requests']} requests; read {stats['row_groups_read']} of "
               f"{stats['row_groups']} row groups; {stats['rows_out']:,} rows out; "
               f"{elapsed * 1000:.0f} ms")

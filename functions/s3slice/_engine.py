@@ -25,7 +25,7 @@ from ._errors import ObjectChangedError, ObjectFormatError, ObjectNotFoundError
 from ._fetch import Fetcher, PreconditionFailed, S3Fetcher
 from ._image import FileImage, Image, MemoryImage
 from ._query import Analysis, analyze, collect
-from ._request import ObjectRef, Request, SourceSpec, parse_request
+from ._request import ObjectRef, Request, parse_request
 from ._settings import Settings
 
 logger = logging.getLogger("s3slice")

@@ -31,7 +31,7 @@ Range = tuple[int, int]
 PartSink = Callable[[int, memoryview], None]
 
 
-class PreconditionFailed(Exception):  # noqa: N818 - an internal signal, not an error type
+class PreconditionFailed(Exception):
     """The object's ETag is not the one the read was pinned to."""
 
 
@@ -151,7 +151,7 @@ class S3Fetcher:
         try:
             result = obstore.get(store, obj.key, options={"range": {"suffix": nbytes}})
             data = bytes(result.bytes())
-        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+        except Exception as e:
             raise _map_error(e, obj.uri) from e
         meta = result.meta
         self.counters.add(len(data))
@@ -193,7 +193,7 @@ class S3Fetcher:
             _run_async(run_all())
         except (PreconditionFailed, S3SliceTransientError):
             raise
-        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+        except Exception as e:
             raise _map_error(e, obj.uri) from e
 
     def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
@@ -206,7 +206,7 @@ class S3Fetcher:
                 self.counters.add(0)
                 refs.extend(ObjectRef(bucket=bucket, key=m["path"], size=int(m["size"]),
                                       etag=m.get("e_tag")) for m in batch)
-        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+        except Exception as e:
             raise _map_error(e, f"s3://{bucket}/{prefix}") from e
         return sorted(refs, key=lambda r: r.key)
 
@@ -216,7 +216,7 @@ class S3Fetcher:
         store = self._store(bucket)
         try:
             obstore.put(store, key, data)
-        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+        except Exception as e:
             mapped = _map_error(e, f"s3://{bucket}/{key}")
             raise OutputError(f"cannot write s3://{bucket}/{key}: {mapped}") from e
         self.counters.add(0)
@@ -226,7 +226,7 @@ class S3Fetcher:
 
         try:
             obstore.delete(self._store(bucket), key)
-        except Exception as e:  # noqa: BLE001 - translated into the service's error tree
+        except Exception as e:
             raise _map_error(e, f"s3://{bucket}/{key}") from e
         self.counters.add(0)
 
@@ -336,6 +336,7 @@ class RecordingFetcher:
     def __init__(self, inner: Fetcher) -> None:
         self.inner = inner
         self.calls: list[Call] = []
+        self.batches: list[int] = []  # bytes asked for by each get_ranges call
         self._lock = threading.Lock()
 
     @property
@@ -356,6 +357,8 @@ class RecordingFetcher:
         def recording_sink(start: int, data: memoryview) -> None:
             self._record(Call("range", obj.uri, start, start + len(data)))
             sink(start, data)
+        with self._lock:
+            self.batches.append(sum(end - start for start, end in ranges))
         self.inner.get_ranges(obj, ranges, etag=etag, sink=recording_sink,
                               concurrency=concurrency)
 

@@ -17,7 +17,6 @@ from typing import Protocol
 
 import pyarrow as pa
 
-
 # Python exposes MAP_NORESERVE only from 3.13; its value is 0x4000 on Linux (x86_64, arm64).
 _MAP_NORESERVE: int = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 

@@ -15,7 +15,7 @@ WSGIApp = Callable[..., Any]
 
 LOCAL_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
-    "AWS_SECRET_ACCESS_KEY": "local-secret",  # noqa: S105 - moto accepts any credentials
+    "AWS_SECRET_ACCESS_KEY": "local-secret",
     "AWS_REGION": "us-east-1",
 }
 

@@ -121,7 +121,7 @@ def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
         for bucket, key in written:
             try:
                 engine.fetcher.delete(bucket, key)
-            except Exception as e:  # noqa: BLE001 - the first failure is the one to report
+            except Exception as e:
                 raise OutputError(f"could not remove partial output s3://{bucket}/{key} "
                                   f"after a failed write: {e}") from e
         raise

@@ -25,7 +25,7 @@ MAGIC = b"PAR1"
 FOOTER_TRAILER = 8  # 4-byte little-endian footer length + magic
 
 
-class FooterTooLarge(Exception):  # noqa: N818 - an internal signal
+class FooterTooLarge(Exception):
     """The tail read holds only part of the footer; ``needed`` bytes from the end will do."""
 
     def __init__(self, needed: int) -> None:

@@ -80,7 +80,7 @@ class Analysis:
             if self.query.limit is not None:
                 lf = lf.limit(self.query.limit)
             return lf
-        ctx = pl.SQLContext(frames={name: lf for name in self.table_names})
+        ctx = pl.SQLContext(frames=dict.fromkeys(self.table_names, lf))
         try:
             return ctx.execute(self.sql, eager=False)
         except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError) as e:

@@ -123,6 +123,15 @@ def test_sorted_data_reads_only_overlapping_row_groups(tmp_path: Path) -> None:
     result = engine.read({"source": f"s3://{BUCKET}/s.parquet", "columns": ["v"],
                           "filter": where})
     assert result.stats["row_groups_read"] == 1
+    md = pq.read_metadata(tmp_path / BUCKET / "s.parquet")
+    group = md.row_group(3)  # rows 15000..19999
+    lo = min(group.column(i).data_page_offset for i in range(group.num_columns))
+    lo = min([lo] + [group.column(i).dictionary_page_offset or lo
+                     for i in range(group.num_columns)])
+    hi = max(group.column(i).data_page_offset + group.column(i).total_compressed_size
+             for i in range(group.num_columns))
+    assert rec.ranges()
+    assert all(lo <= a and b <= hi for a, b in rec.ranges())
     assert result.frame.height == 1000
     assert result.frame["v"].to_list() == list(range(18000, 19000))
 
@@ -212,6 +221,7 @@ def test_small_object_of_known_size_is_one_request(tmp_path: Path) -> None:
                   query=Query(filter="col_1 < 500000"))
     result = engine.read(req)
     assert result.stats["requests"] == 1
+    assert [(c.kind, c.start, c.end) for c in rec.calls] == [("range", 0, size)]
     assert result.stats["strategy"] == "single"
     assert same(result.frame, frame.filter(pl.col("col_1") < 500000))
 
@@ -253,3 +263,8 @@ def test_batches_bound_memory_per_batch(root: Path, table: pl.DataFrame) -> None
     result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1", "col_2"]})
     assert same(result.frame, table.select("col_1", "col_2"))
     assert result.stats["strategy"] == "batches"
+    # One row group's needed bytes at a time: each batch stays within half the budget,
+    # and together they are every kept row group.
+    assert len(rec.batches) == result.stats["row_groups_read"] == 8
+    assert max(rec.batches) <= 512 * 1024
+    assert sum(rec.batches) == result.stats["needed_bytes"]

@@ -24,7 +24,6 @@ from s3slice import (
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice.handler import lambda_handler
-
 from tests.support import EVENTS, S3Env
 
 pytestmark = pytest.mark.integration

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 
 import polars as pl
 import pyarrow as pa
@@ -125,7 +126,7 @@ def test_coalesce_covers_everything_and_leaves_gaps_wider_than_max(
     merged = coalesce(ranges, gap)
     for a, b in ranges:
         assert any(x <= a and b <= y for x, y in merged)
-    for (_, b1), (a2, _) in zip(merged, merged[1:], strict=False):
+    for (_, b1), (a2, _) in itertools.pairwise(merged):
         assert a2 - b1 > gap
 
 
