@@ -90,9 +90,10 @@ def _map_error(e: BaseException, uri: str) -> Exception:
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
     if isinstance(e, oe.PreconditionError):
         return PreconditionFailed(uri)
-    if isinstance(e, oe.NotFoundError):
+    # obstore raises the built-in FileNotFoundError/PermissionError for 404 and 403.
+    if isinstance(e, oe.NotFoundError | FileNotFoundError):
         return ObjectNotFoundError("no such object (or bucket)", uri=uri)
-    if isinstance(e, oe.PermissionDeniedError | oe.UnauthenticatedError):
+    if isinstance(e, oe.PermissionDeniedError | oe.UnauthenticatedError | PermissionError):
         return AccessDeniedError(f"access denied: {text}", uri=uri)
     if "SlowDown" in text or "503" in text:
         return S3SliceThrottledError(f"{uri}: throttled past retries: {text}")
