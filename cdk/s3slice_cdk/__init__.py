@@ -1,0 +1,46 @@
+"""The s3slice CDK app: one stack composed of small constructs with typed props."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import cdk_nag
+
+from .settings import REPO_DIR, SettingsError, StackSettings
+from .stack import S3SliceStack
+
+__all__ = ["CDK_JSON", "S3SliceStack", "SettingsError", "StackSettings", "build_app",
+           "cdk_json_context"]
+
+#: The CDK CLI's project file; its ``context`` holds the feature flags the app runs with.
+CDK_JSON = REPO_DIR / "cdk.json"
+STACK_NAME = "S3Slice"
+
+
+def cdk_json_context(path: Path = CDK_JSON) -> dict[str, Any]:
+    """The ``context`` of ``cdk.json`` (feature flags), for building the app outside the CLI."""
+    context = json.loads(path.read_text())["context"]
+    assert isinstance(context, dict)
+    return context
+
+
+def build_app(context: Mapping[str, Any] | None = None, *,
+              outdir: str | None = None) -> tuple[cdk.App, S3SliceStack]:
+    """The app and its one stack. Environment-agnostic: synth makes no AWS call.
+
+    ``context`` is added to what the CLI passes (``cdk.json`` and ``--context``).
+    cdk-nag's AwsSolutions checks run unless the ``nag`` setting is false.
+    """
+    app = cdk.App(context=dict(context or {}), outdir=outdir)
+    settings = StackSettings.from_context(app.node.try_get_context)
+    stack = S3SliceStack(
+        app, STACK_NAME, settings=settings,
+        description="s3slice: a Lambda read service for Parquet, CSV and JSON in S3",
+    )
+    if settings.nag:
+        cdk.Validations.of(app).add_plugins(cdk_nag.AwsSolutionsChecks(app, verbose=True))
+    return app, stack

@@ -1,0 +1,173 @@
+"""The read function and its dependency layer."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from .settings import ARCHITECTURES, PYTHON_VERSIONS, Architecture, OutputFormat
+
+#: The handler inside the code asset (``functions/s3slice/handler.py``).
+HANDLER = "s3slice.handler.lambda_handler"
+#: What never goes into the code asset.
+CODE_EXCLUDES = ("**/__pycache__", "**/*.pyc", "**/*.pyo", "**/.mypy_cache",
+                 "**/.pytest_cache", "**/.ruff_cache", "**/*.egg-info", "**/.DS_Store")
+
+_RUNTIMES: dict[str, lambda_.Runtime] = {
+    "3.11": lambda_.Runtime.PYTHON_3_11,
+    "3.12": lambda_.Runtime.PYTHON_3_12,
+    "3.13": lambda_.Runtime.PYTHON_3_13,
+    "3.14": lambda_.Runtime.PYTHON_3_14,
+}
+_ARCHITECTURES: dict[str, lambda_.Architecture] = {
+    "arm64": lambda_.Architecture.ARM_64,
+    "x86_64": lambda_.Architecture.X86_64,
+}
+assert set(_RUNTIMES) == set(PYTHON_VERSIONS)
+assert set(_ARCHITECTURES) == set(ARCHITECTURES)
+
+
+class LayerNotBuiltError(FileNotFoundError):
+    """The layer directory is missing: it has to be built before synth."""
+
+
+def check_layer_dir(layer_dir: Path, *, architecture: Architecture, python_version: str) -> None:
+    """Fail with instructions when ``layer_dir`` is not a built layer (``python/`` inside)."""
+    how = (f"Build it first with `python layers/build.py --arch {architecture} "
+           f"--python {python_version}`, or point the app at a built layer with "
+           "`--context layerDir=PATH` (a directory that contains python/).")
+    if not layer_dir.is_dir():
+        raise LayerNotBuiltError(f"the Lambda layer directory {layer_dir} does not exist. {how}")
+    if not (layer_dir / "python").is_dir():
+        raise LayerNotBuiltError(f"the Lambda layer directory {layer_dir} has no python/ "
+                                 f"subdirectory, so it is not a built layer. {how}")
+
+
+def function_environment(*, query: Mapping[str, Any], output_uri: str,
+                         output_format: OutputFormat,
+                         source_uris: Sequence[str]) -> dict[str, str]:
+    """The environment variables that are the contract with the function code."""
+    return {
+        "S3SLICE_QUERY": json.dumps(dict(query), sort_keys=True, separators=(",", ":")),
+        "S3SLICE_OUTPUT_URI": output_uri,
+        "S3SLICE_OUTPUT_FORMAT": output_format,
+        "S3SLICE_SOURCE_URIS": ",".join(source_uris),
+        "POWERTOOLS_SERVICE_NAME": "s3slice",
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Slice",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReadFunctionProps:
+    """What the function construct needs. Paths must exist at synth time."""
+
+    code_dir: Path
+    layer_dir: Path
+    #: ``S3SLICE_QUERY``: the query applied to triggered objects.
+    query: Mapping[str, Any]
+    #: ``S3SLICE_OUTPUT_URI``: ``s3://bucket/prefix/`` (may hold CDK tokens).
+    output_uri: str
+    output_format: OutputFormat = "parquet"
+    #: ``S3SLICE_SOURCE_URIS``: what the function may read (its recursion guard).
+    source_uris: Sequence[str] = ()
+    architecture: Architecture = "arm64"
+    python_version: str = "3.13"
+    memory_size: int = 3008
+    ephemeral_storage_size: int = 4096
+    timeout_seconds: int = 300
+    reserved_concurrency: int | None = None
+    log_retention_days: int = 30
+
+
+class ReadFunction(Construct):
+    """The s3slice function with its layer, its own role and its own log group.
+
+    The role starts with nothing but writing to the function's log group (and X-Ray,
+    which active tracing adds); whoever composes this construct grants S3 access.
+
+    Attributes: ``function``, ``layer``, ``role``, ``log_group``, ``runtime``,
+    ``architecture``, ``timeout``.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *,
+                 props: ReadFunctionProps) -> None:
+        super().__init__(scope, construct_id)
+        check_layer_dir(props.layer_dir, architecture=props.architecture,
+                        python_version=props.python_version)
+        self.runtime = _RUNTIMES[props.python_version]
+        self.architecture = _ARCHITECTURES[props.architecture]
+        self.timeout = Duration.seconds(props.timeout_seconds)
+
+        self.layer = lambda_.LayerVersion(
+            self, "Dependencies",
+            code=lambda_.Code.from_asset(str(props.layer_dir)),
+            compatible_runtimes=[self.runtime],
+            compatible_architectures=[self.architecture],
+            description=(f"s3slice dependencies (polars, pyarrow, obstore, powertools) for "
+                         f"{props.architecture}/python{props.python_version}"),
+        )
+        self.log_group = logs.LogGroup(
+            self, "Logs",
+            retention=retention(props.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self, "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="s3slice read function: logs, traces, and the S3 locations granted",
+        )
+        self.log_group.grant_write(self.role)
+
+        self.function = lambda_.Function(
+            self, "Function",
+            description="s3slice: the columns and rows a query needs from objects in S3",
+            code=lambda_.Code.from_asset(str(props.code_dir), exclude=list(CODE_EXCLUDES)),
+            handler=HANDLER,
+            runtime=self.runtime,
+            architecture=self.architecture,
+            layers=[self.layer],
+            memory_size=props.memory_size,
+            ephemeral_storage_size=Size.mebibytes(props.ephemeral_storage_size),
+            timeout=self.timeout,
+            reserved_concurrent_executions=props.reserved_concurrency,
+            tracing=lambda_.Tracing.ACTIVE,
+            role=self.role,
+            log_group=self.log_group,
+            environment=function_environment(
+                query=props.query, output_uri=props.output_uri,
+                output_format=props.output_format, source_uris=props.source_uris),
+        )
+
+
+#: CloudWatch Logs' retention choices in days (FOUR_YEARS is not in CDK's enum).
+_RETENTIONS: tuple[tuple[int, logs.RetentionDays], ...] = (
+    (1, logs.RetentionDays.ONE_DAY), (3, logs.RetentionDays.THREE_DAYS),
+    (5, logs.RetentionDays.FIVE_DAYS), (7, logs.RetentionDays.ONE_WEEK),
+    (14, logs.RetentionDays.TWO_WEEKS), (30, logs.RetentionDays.ONE_MONTH),
+    (60, logs.RetentionDays.TWO_MONTHS), (90, logs.RetentionDays.THREE_MONTHS),
+    (120, logs.RetentionDays.FOUR_MONTHS), (150, logs.RetentionDays.FIVE_MONTHS),
+    (180, logs.RetentionDays.SIX_MONTHS), (365, logs.RetentionDays.ONE_YEAR),
+    (400, logs.RetentionDays.THIRTEEN_MONTHS), (545, logs.RetentionDays.EIGHTEEN_MONTHS),
+    (731, logs.RetentionDays.TWO_YEARS), (1096, logs.RetentionDays.THREE_YEARS),
+    (1827, logs.RetentionDays.FIVE_YEARS), (2192, logs.RetentionDays.SIX_YEARS),
+    (2557, logs.RetentionDays.SEVEN_YEARS), (2922, logs.RetentionDays.EIGHT_YEARS),
+    (3288, logs.RetentionDays.NINE_YEARS), (3653, logs.RetentionDays.TEN_YEARS),
+)
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The shortest retention CloudWatch Logs offers that keeps logs at least ``days``."""
+    for allowed, member in _RETENTIONS:
+        if allowed >= days:
+            return member
+    return logs.RetentionDays.TEN_YEARS

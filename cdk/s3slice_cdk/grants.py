@@ -1,0 +1,69 @@
+"""Least-privilege S3 grants scoped to key prefixes (``bucket.grant_read`` grants ``/*``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+
+#: What writing objects needs: one PUT, or a multipart upload (and its abort on failure).
+WRITE_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload")
+#: What a Step Functions ResultWriter needs on its prefix.
+RESULT_WRITER_ACTIONS = ("s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts",
+                         "s3:AbortMultipartUpload")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BucketPrefix:
+    """A bucket construct and a key prefix inside it (``""`` is the whole bucket)."""
+
+    bucket: s3.IBucket
+    prefix: str
+
+    @property
+    def objects_arn(self) -> str:
+        return self.bucket.arn_for_objects(f"{self.prefix}*")
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket.bucket_name}/{self.prefix}"
+
+
+def grant_get_objects(grantee: iam.IGrantable, locations: Sequence[BucketPrefix]) -> None:
+    """``s3:GetObject`` on ``bucket/prefix*`` of every location, nothing else."""
+    grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+        actions=["s3:GetObject"],
+        resources=_unique(location.objects_arn for location in locations),
+    ))
+
+
+def grant_list(grantee: iam.IGrantable, locations: Sequence[BucketPrefix]) -> None:
+    """``s3:ListBucket`` on each bucket, for requests whose ``prefix`` is inside a location."""
+    by_bucket: dict[str, tuple[s3.IBucket, list[str]]] = {}
+    for location in locations:
+        key = location.bucket.node.path
+        by_bucket.setdefault(key, (location.bucket, []))[1].append(location.prefix)
+    for bucket, prefixes in by_bucket.values():
+        conditions = None
+        if "" not in prefixes:
+            conditions = {"StringLike": {"s3:prefix": _unique(f"{p}*" for p in prefixes)}}
+        grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions=conditions,
+        ))
+
+
+def grant_put_objects(grantee: iam.IGrantable, location: BucketPrefix,
+                      actions: Sequence[str] = WRITE_ACTIONS) -> None:
+    """``actions`` (by default PUT and abort of multipart uploads) on ``bucket/prefix*``."""
+    grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+        actions=list(actions),
+        resources=[location.objects_arn],
+    ))
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))

@@ -1,0 +1,381 @@
+"""The deployment's settings: CDK context values, each with a documented default.
+
+Every setting is read from the CDK context (``cdk.json``'s ``context`` or
+``cdk deploy --context key=value``) and validated at synth time, before any construct
+is made. Values given on the command line arrive as strings; values in ``cdk.json`` may
+be typed JSON. Both are accepted.
+
+=================================== ============================== =============================
+context key                         default                        meaning
+=================================== ============================== =============================
+sourceBucket                        (a bucket the stack creates)   bucket whose objects trigger
+                                                                   the function
+sourcePrefix                        ``incoming/``                  only keys under it trigger
+sourceSuffixes                      ``.parquet,.csv,.json,.jsonl,  only keys ending with one of
+                                    .ndjson``                      these trigger (empty: any)
+readUris                            (none)                         more ``s3://bucket/prefix``
+                                                                   locations the function may
+                                                                   read (never triggers)
+outputBucket                        the source bucket              where results go
+outputPrefix                        ``results/``                   results go under it
+outputFormat                        ``parquet``                    parquet, csv or json
+query                               ``{}`` (all columns and rows)  the query applied to
+                                                                   triggered objects (JSON)
+memorySize                          3008                           MB, 128..10240
+ephemeralStorageSize                4096                           MB of /tmp, 512..10240
+timeoutSeconds                      300                            1..900
+architecture                        ``arm64``                      arm64 or x86_64
+pythonVersion                       ``3.13``                       Lambda Python runtime
+reservedConcurrency                 (none)                         reserved concurrent
+                                                                   executions
+logRetentionDays                    30                             function and workflow logs
+layerDir                            ``layers/build/<arch>``        the built layer (has
+                                                                   ``python/``)
+batchSize                           10                             SQS messages per invocation
+maxBatchingWindowSeconds            0                              SQS batching window
+maxReceiveCount                     3                              receives before the DLQ
+eventSourceMaxConcurrency           (none)                         SQS poller concurrency cap
+                                                                   (2..1000)
+workflowMaxConcurrency              100                            Distributed Map concurrency
+workflowItemsPerBatch               10                             objects per child execution
+workflowToleratedFailurePercentage  5                              0..100
+workflowResultsPrefix               ``workflow-results/``          Map Run results, in the
+                                                                   output bucket
+alarmTopicArn                       (none)                         SNS topic for alarm actions
+durationAlarmRatio                  0.8                            p99 duration / timeout alarm
+nag                                 true                           run cdk-nag AwsSolutions in
+                                                                   ``cdk synth``
+=================================== ============================== =============================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, cast
+
+#: The repository root: ``cdk/`` is one level below it. Relative paths resolve here.
+REPO_DIR = Path(__file__).resolve().parent.parent.parent
+#: The function's code asset (the ``s3slice`` package lives in it).
+FUNCTION_CODE_DIR = REPO_DIR / "functions"
+#: Where ``python layers/build.py --arch <arch>`` puts the layer.
+LAYER_BUILD_ROOT = REPO_DIR / "layers" / "build"
+
+Architecture = Literal["arm64", "x86_64"]
+OutputFormat = Literal["parquet", "csv", "json"]
+
+ARCHITECTURES: tuple[Architecture, ...] = ("arm64", "x86_64")
+OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("parquet", "csv", "json")
+PYTHON_VERSIONS: tuple[str, ...] = ("3.11", "3.12", "3.13", "3.14")
+QUERY_KEYS = frozenset({"columns", "filter", "sql", "limit"})
+
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
+
+
+class SettingsError(ValueError):
+    """A context value is missing, malformed or contradicts another one."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class S3Location:
+    """A bucket (by name; ``None`` is the bucket the stack creates) and a key prefix."""
+
+    bucket: str | None
+    prefix: str
+
+    def overlaps(self, other: S3Location) -> bool:
+        """True when a key could be under both (same bucket, one prefix starts the other)."""
+        return self.bucket == other.bucket and (
+            self.prefix.startswith(other.prefix) or other.prefix.startswith(self.prefix))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StackSettings:
+    """Validated settings. See the module docstring for the context keys and defaults."""
+
+    source_bucket: str | None = None
+    source_prefix: str = "incoming/"
+    source_suffixes: tuple[str, ...] = (".parquet", ".csv", ".json", ".jsonl", ".ndjson")
+    read_uris: tuple[S3Location, ...] = ()
+    output_bucket: str | None = None
+    output_prefix: str = "results/"
+    output_format: OutputFormat = "parquet"
+    query: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    memory_size: int = 3008
+    ephemeral_storage_size: int = 4096
+    timeout_seconds: int = 300
+    architecture: Architecture = "arm64"
+    python_version: str = "3.13"
+    reserved_concurrency: int | None = None
+    log_retention_days: int = 30
+    layer_dir: Path | None = None
+    batch_size: int = 10
+    max_batching_window_seconds: int = 0
+    max_receive_count: int = 3
+    event_source_max_concurrency: int | None = None
+    workflow_max_concurrency: int = 100
+    workflow_items_per_batch: int = 10
+    workflow_tolerated_failure_percentage: float = 5
+    workflow_results_prefix: str = "workflow-results/"
+    alarm_topic_arn: str | None = None
+    duration_alarm_ratio: float = 0.8
+    nag: bool = True
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    # ----------------------------------------------------------------- derived values
+    @property
+    def watched(self) -> S3Location:
+        """The location whose new objects trigger the function."""
+        return S3Location(bucket=self.source_bucket, prefix=self.source_prefix)
+
+    @property
+    def output(self) -> S3Location:
+        bucket = self.output_bucket if self.output_bucket is not None else self.source_bucket
+        return S3Location(bucket=bucket, prefix=self.output_prefix)
+
+    @property
+    def workflow_results(self) -> S3Location:
+        return S3Location(bucket=self.output.bucket, prefix=self.workflow_results_prefix)
+
+    @property
+    def read_locations(self) -> tuple[S3Location, ...]:
+        """Everything the function may read: the watched location first, then readUris."""
+        return (self.watched, *self.read_uris)
+
+    @property
+    def resolved_layer_dir(self) -> Path:
+        if self.layer_dir is not None:
+            return self.layer_dir
+        return LAYER_BUILD_ROOT / self.architecture
+
+    @property
+    def queue_visibility_timeout_seconds(self) -> int:
+        """Six times the function timeout (AWS's advice), plus the batching window."""
+        return 6 * self.timeout_seconds + self.max_batching_window_seconds
+
+    # ----------------------------------------------------------------- validation
+    def _validate(self) -> None:
+        for name in ("source_bucket", "output_bucket"):
+            value = getattr(self, name)
+            if value is not None and not _BUCKET_NAME.match(value):
+                raise SettingsError(f"{_key(name)}: {value!r} is not a valid S3 bucket name")
+        for location in self.read_uris:
+            if location.bucket is None or not _BUCKET_NAME.match(location.bucket):
+                raise SettingsError(f"readUris: {location.bucket!r} is not a valid bucket name")
+        _check_range("memory_size", self.memory_size, 128, 10240)
+        _check_range("ephemeral_storage_size", self.ephemeral_storage_size, 512, 10240)
+        _check_range("timeout_seconds", self.timeout_seconds, 1, 900)
+        _check_range("log_retention_days", self.log_retention_days, 1, 3653)
+        _check_range("batch_size", self.batch_size, 1, 10000)
+        _check_range("max_batching_window_seconds", self.max_batching_window_seconds, 0, 300)
+        _check_range("max_receive_count", self.max_receive_count, 1, 1000)
+        _check_range("workflow_max_concurrency", self.workflow_max_concurrency, 1, 10000)
+        _check_range("workflow_items_per_batch", self.workflow_items_per_batch, 1, 10000)
+        _check_range("workflow_tolerated_failure_percentage",
+                     self.workflow_tolerated_failure_percentage, 0, 100)
+        _check_range("duration_alarm_ratio", self.duration_alarm_ratio, 0.05, 1)
+        if self.reserved_concurrency is not None:
+            _check_range("reserved_concurrency", self.reserved_concurrency, 0, 100000)
+        if self.event_source_max_concurrency is not None:
+            _check_range("event_source_max_concurrency", self.event_source_max_concurrency,
+                         2, 1000)
+        if self.batch_size > 10 and self.max_batching_window_seconds == 0:
+            raise SettingsError("batchSize: more than 10 messages per batch needs "
+                                "maxBatchingWindowSeconds > 0 (an SQS event source rule)")
+        if self.queue_visibility_timeout_seconds > 43200:
+            raise SettingsError("timeoutSeconds/maxBatchingWindowSeconds: the queue's visibility "
+                                "timeout (6 x timeout + window) would exceed SQS's 12 hours")
+        if self.architecture not in ARCHITECTURES:
+            raise SettingsError(f"architecture: must be one of {', '.join(ARCHITECTURES)}, "
+                                f"got {self.architecture!r}")
+        if self.python_version not in PYTHON_VERSIONS:
+            raise SettingsError(f"pythonVersion: must be one of {', '.join(PYTHON_VERSIONS)}, "
+                                f"got {self.python_version!r}")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise SettingsError(f"outputFormat: must be one of {', '.join(OUTPUT_FORMATS)}, "
+                                f"got {self.output_format!r}")
+        unknown = set(self.query) - QUERY_KEYS
+        if unknown:
+            raise SettingsError(f"query: unknown keys {sorted(unknown)}; "
+                                f"allowed: {sorted(QUERY_KEYS)}")
+        if self.alarm_topic_arn is not None and not _TOPIC_ARN.match(self.alarm_topic_arn):
+            raise SettingsError(f"alarmTopicArn: {self.alarm_topic_arn!r} is not an SNS topic ARN")
+        for prefix_name in ("output_prefix", "workflow_results_prefix"):
+            if not getattr(self, prefix_name).endswith("/"):
+                raise SettingsError(f"{_key(prefix_name)}: must end with '/'")
+        self._check_suffixes()
+        self._check_no_recursion()
+
+    def _check_suffixes(self) -> None:
+        suffixes = self.source_suffixes
+        if len(set(suffixes)) != len(suffixes):
+            raise SettingsError(f"sourceSuffixes: duplicates in {list(suffixes)}")
+        for a in suffixes:
+            for b in suffixes:
+                if a != b and b.endswith(a):
+                    # S3 rejects two notification rules whose filters overlap.
+                    raise SettingsError(f"sourceSuffixes: {a!r} is a suffix of {b!r}; S3 "
+                                        "rejects overlapping notification filters")
+
+    def _check_no_recursion(self) -> None:
+        """Nothing the stack writes may land where it is watched (that would loop)."""
+        watched = self.watched
+        for name, location in (("outputPrefix", self.output),
+                               ("workflowResultsPrefix", self.workflow_results)):
+            if location.overlaps(watched):
+                bucket = watched.bucket or "the stack's data bucket"
+                raise SettingsError(
+                    f"{name}: {location.prefix!r} overlaps the watched prefix "
+                    f"{watched.prefix!r} in {bucket}: every result written there would "
+                    "trigger the function again. Choose a prefix outside the watched one "
+                    "(e.g. outputPrefix=results/ with sourcePrefix=incoming/) or another "
+                    "outputBucket.")
+
+    # ----------------------------------------------------------------- from context
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> StackSettings:
+        """Read every setting with ``get(key)`` (e.g. ``app.node.try_get_context``)."""
+        kwargs: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            raw = get(_key(field.name))
+            if raw is None or (raw == "" and field.name not in _EMPTY_ALLOWED):
+                continue
+            kwargs[field.name] = _PARSERS.get(field.name, _parse_str)(field.name, raw)
+        return cls(**kwargs)
+
+
+# --------------------------------------------------------------------- parsing helpers
+def _key(field_name: str) -> str:
+    """``source_bucket`` → ``sourceBucket``."""
+    head, *rest = field_name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise SettingsError(f"{_key(name)}: must be between {low} and {high}, got {value}")
+
+
+def _parse_str(name: str, raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise SettingsError(f"{_key(name)}: expected a string, got {raw!r}")
+    return raw.strip()
+
+
+def _parse_prefix(name: str, raw: Any) -> str:
+    return _parse_str(name, raw).lstrip("/")
+
+
+def _parse_dir_prefix(name: str, raw: Any) -> str:
+    prefix = _parse_prefix(name, raw)
+    return prefix if prefix.endswith("/") else prefix + "/"
+
+
+def _parse_int(name: str, raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise SettingsError(f"{_key(name)}: expected an integer, got {raw!r}")
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{_key(name)}: expected an integer, got {raw!r}") from None
+
+
+def _parse_float(name: str, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise SettingsError(f"{_key(name)}: expected a number, got {raw!r}")
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{_key(name)}: expected a number, got {raw!r}") from None
+
+
+def _parse_bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in {"true", "1", "yes", "on"}:
+        return True
+    if text in {"false", "0", "no", "off"}:
+        return False
+    raise SettingsError(f"{_key(name)}: expected true or false, got {raw!r}")
+
+
+def _parse_list(name: str, raw: Any) -> tuple[str, ...]:
+    items: Sequence[Any]
+    if isinstance(raw, str):
+        text = raw.strip()
+        items = json.loads(text) if text.startswith("[") else text.split(",")
+    elif isinstance(raw, list | tuple):
+        items = raw
+    else:
+        raise SettingsError(f"{_key(name)}: expected a list or a comma-separated string")
+    if not all(isinstance(item, str) for item in items):
+        raise SettingsError(f"{_key(name)}: every item must be a string, got {raw!r}")
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _parse_uris(name: str, raw: Any) -> tuple[S3Location, ...]:
+    locations = []
+    for uri in _parse_list(name, raw):
+        if not uri.startswith("s3://"):
+            raise SettingsError(f"{_key(name)}: expected s3://bucket/prefix, got {uri!r}")
+        bucket, _, prefix = uri[5:].partition("/")
+        locations.append(S3Location(bucket=bucket, prefix=prefix))
+    return tuple(locations)
+
+
+def _parse_query(name: str, raw: Any) -> Mapping[str, Any]:
+    value = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError as e:
+            raise SettingsError(f"{_key(name)}: not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise SettingsError(f"{_key(name)}: expected a JSON object, got {raw!r}")
+    return cast("dict[str, Any]", value)
+
+
+def _parse_path(name: str, raw: Any) -> Path:
+    path = Path(_parse_str(name, raw)).expanduser()
+    return path if path.is_absolute() else REPO_DIR / path
+
+
+def _parse_optional_str(name: str, raw: Any) -> str | None:
+    return _parse_str(name, raw) or None
+
+
+#: Settings for which an empty value means something (the whole bucket, any suffix, none).
+_EMPTY_ALLOWED = frozenset({"source_prefix", "source_suffixes", "read_uris"})
+
+_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    "source_bucket": _parse_optional_str,
+    "source_prefix": _parse_prefix,
+    "source_suffixes": _parse_list,
+    "read_uris": _parse_uris,
+    "output_bucket": _parse_optional_str,
+    "output_prefix": _parse_dir_prefix,
+    "query": _parse_query,
+    "memory_size": _parse_int,
+    "ephemeral_storage_size": _parse_int,
+    "timeout_seconds": _parse_int,
+    "reserved_concurrency": _parse_int,
+    "log_retention_days": _parse_int,
+    "layer_dir": _parse_path,
+    "batch_size": _parse_int,
+    "max_batching_window_seconds": _parse_int,
+    "max_receive_count": _parse_int,
+    "event_source_max_concurrency": _parse_int,
+    "workflow_max_concurrency": _parse_int,
+    "workflow_items_per_batch": _parse_int,
+    "workflow_tolerated_failure_percentage": _parse_float,
+    "workflow_results_prefix": _parse_dir_prefix,
+    "duration_alarm_ratio": _parse_float,
+    "nag": _parse_bool,
+}

@@ -1,0 +1,168 @@
+"""The one stack: function + layer, triggers, workflow and alarms, and every grant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from . import grants
+from .alarms import Alarms, AlarmsProps
+from .function import ReadFunction, ReadFunctionProps
+from .grants import RESULT_WRITER_ACTIONS, BucketPrefix
+from .nag import Acknowledged, add_suppressions
+from .settings import FUNCTION_CODE_DIR, StackSettings
+from .triggers import Triggers, TriggersProps
+from .workflow import Workflow, WorkflowProps
+
+
+class S3SliceStack(Stack):
+    """Composes the constructs from ``settings`` and grants each exactly what it uses.
+
+    The function may read the watched location and ``readUris`` (``s3:GetObject`` on
+    ``bucket/prefix*``, ``s3:ListBucket`` with an ``s3:prefix`` condition) and write the
+    output prefix (``s3:PutObject``, ``s3:AbortMultipartUpload``). The workflow may list
+    the same locations and write its Map Run results under the results prefix.
+
+    Attributes: ``settings``, ``data_bucket`` (``None`` when ``sourceBucket`` is given),
+    ``access_logs_bucket``, ``source_bucket``, ``output_bucket``, ``read_function``,
+    ``triggers``, ``workflow``, ``alarms``, ``alarm_topic``, ``granted_object_locations``,
+    ``workflow_results_location``, ``nag_acknowledgments``.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: StackSettings,
+                 **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.settings = settings
+        self._imported: dict[str, s3.IBucket] = {}
+
+        # ------------------------------------------------------------------ buckets
+        self.data_bucket: s3.Bucket | None = None
+        self.access_logs_bucket: s3.Bucket | None = None
+        if settings.source_bucket is None:
+            self.access_logs_bucket = s3.Bucket(
+                self, "AccessLogs",
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+                lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+                removal_policy=RemovalPolicy.RETAIN,
+            )
+            self.data_bucket = s3.Bucket(
+                self, "Data",
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                versioned=True,
+                server_access_logs_bucket=self.access_logs_bucket,
+                server_access_logs_prefix="data/",
+                removal_policy=RemovalPolicy.RETAIN,
+            )
+        self.source_bucket = self._bucket(settings.source_bucket)
+        self.output_bucket = self._bucket(settings.output.bucket)
+
+        watched = BucketPrefix(bucket=self.source_bucket, prefix=settings.source_prefix)
+        readable = [watched, *(BucketPrefix(bucket=self._bucket(location.bucket),
+                                            prefix=location.prefix)
+                               for location in settings.read_uris)]
+        output = BucketPrefix(bucket=self.output_bucket, prefix=settings.output_prefix)
+        results = BucketPrefix(bucket=self.output_bucket,
+                               prefix=settings.workflow_results_prefix)
+        #: Where the function may get objects, then where it may put them.
+        self.granted_object_locations: list[BucketPrefix] = [*readable, output]
+        self.workflow_results_location = results
+
+        # ------------------------------------------------------------------ function
+        self.read_function = ReadFunction(self, "Reader", props=ReadFunctionProps(
+            code_dir=FUNCTION_CODE_DIR,
+            layer_dir=settings.resolved_layer_dir,
+            query=settings.query,
+            output_uri=output.uri,
+            output_format=settings.output_format,
+            source_uris=[location.uri for location in readable],
+            architecture=settings.architecture,
+            python_version=settings.python_version,
+            memory_size=settings.memory_size,
+            ephemeral_storage_size=settings.ephemeral_storage_size,
+            timeout_seconds=settings.timeout_seconds,
+            reserved_concurrency=settings.reserved_concurrency,
+            log_retention_days=settings.log_retention_days,
+        ))
+        function = self.read_function.function
+        grants.grant_get_objects(function, readable)
+        grants.grant_list(function, readable)
+        grants.grant_put_objects(function, output)
+
+        # ------------------------------------------------------------------ triggers
+        self.triggers = Triggers(self, "Triggers", props=TriggersProps(
+            bucket=self.source_bucket,
+            prefix=settings.source_prefix,
+            suffixes=settings.source_suffixes,
+            visibility_timeout=Duration.seconds(settings.queue_visibility_timeout_seconds),
+            max_receive_count=settings.max_receive_count,
+            batch_size=settings.batch_size,
+            max_batching_window=Duration.seconds(settings.max_batching_window_seconds),
+            max_concurrency=settings.event_source_max_concurrency,
+        ))
+        # Consuming the queue: the event source grants receive/delete/visibility.
+        function.add_event_source(self.triggers.event_source)
+
+        # ------------------------------------------------------------------ workflow
+        self.workflow = Workflow(self, "Workflow", props=WorkflowProps(
+            function=function,
+            default_bucket_name=self.source_bucket.bucket_name,
+            default_prefix=settings.source_prefix,
+            default_query=settings.query,
+            default_output_uri=output.uri,
+            default_output_format=settings.output_format,
+            results_bucket=self.output_bucket,
+            results_prefix=settings.workflow_results_prefix,
+            max_concurrency=settings.workflow_max_concurrency,
+            items_per_batch=settings.workflow_items_per_batch,
+            tolerated_failure_percentage=settings.workflow_tolerated_failure_percentage,
+            log_retention_days=settings.log_retention_days,
+        ))
+        state_machine = self.workflow.state_machine
+        grants.grant_list(state_machine, readable)
+        grants.grant_put_objects(state_machine, results, actions=RESULT_WRITER_ACTIONS)
+
+        # ------------------------------------------------------------------ alarms
+        self.alarm_topic: sns.ITopic | None = None
+        if settings.alarm_topic_arn is not None:
+            self.alarm_topic = sns.Topic.from_topic_arn(self, "AlarmTopic",
+                                                        settings.alarm_topic_arn)
+        self.alarms = Alarms(self, "Alarms", props=AlarmsProps(
+            function=function,
+            timeout=self.read_function.timeout,
+            dead_letter_queue=self.triggers.dead_letter_queue,
+            state_machine=state_machine,
+            duration_ratio=settings.duration_alarm_ratio,
+            topic=self.alarm_topic,
+        ))
+
+        # ------------------------------------------------------------------ outputs
+        CfnOutput(self, "FunctionName", value=function.function_name)
+        CfnOutput(self, "StateMachineArn", value=state_machine.state_machine_arn)
+        CfnOutput(self, "QueueUrl", value=self.triggers.queue.queue_url)
+        CfnOutput(self, "DeadLetterQueueUrl", value=self.triggers.dead_letter_queue.queue_url)
+        CfnOutput(self, "WatchedUri", value=watched.uri)
+        CfnOutput(self, "OutputUri", value=output.uri)
+        CfnOutput(self, "WorkflowResultsUri", value=results.uri)
+
+        #: The cdk-nag findings acknowledged, with their reasons (filled by add_suppressions).
+        self.nag_acknowledgments: list[Acknowledged] = []
+        add_suppressions(self)
+
+    def _bucket(self, name: str | None) -> s3.IBucket:
+        """The stack's data bucket for ``None``, else the named bucket, imported once."""
+        if name is None:
+            assert self.data_bucket is not None
+            return self.data_bucket
+        if name not in self._imported:
+            construct_id = f"Bucket{len(self._imported) + 1}"
+            self._imported[name] = s3.Bucket.from_bucket_name(self, construct_id, name)
+        return self._imported[name]

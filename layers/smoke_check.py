@@ -1,0 +1,165 @@
+"""Use every library of a built layer the way the service does, from the layer alone.
+
+    python -I -S -B layers/smoke_check.py LAYER/python [SECONDS]
+
+Run by ``build.py --check`` and the layer tests in an interpreter that has no
+site-packages, no environment and no working directory on its path; the layer is put
+first on ``sys.path`` here (``-I`` ignores PYTHONPATH). Fails if any module was loaded
+from anywhere but the layer or the standard library. SECONDS (default 600): dump every
+thread's stack and exit if still running then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import faulthandler
+import gzip
+import io
+import json
+import os
+import struct
+import sys
+import sysconfig
+import tempfile
+
+LAYER = os.path.abspath(sys.argv[1])
+faulthandler.dump_traceback_later(float(sys.argv[2]) if len(sys.argv) > 2 else 600, exit=True)
+sys.path.insert(0, LAYER)
+
+# Imported only now, from the layer.
+import obstore  # noqa: E402
+import polars as pl  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import sqlglot  # noqa: E402
+from aws_lambda_powertools import Logger, Metrics, Tracer  # noqa: E402
+from aws_lambda_powertools.metrics import MetricUnit  # noqa: E402
+from obstore.store import LocalStore, MemoryStore, S3Store  # noqa: E402
+from sqlglot import exp  # noqa: E402
+
+ROWS = 30_000
+FILE = "data/smoke.parquet"
+
+
+def check_parquet(tmp: str) -> tuple[pl.DataFrame, bytes]:
+    """What the planner and engine do with pyarrow and polars."""
+    table = pa.table({
+        "id": pa.array(range(ROWS), pa.int64()),
+        "name": pa.array([f"row-{i}" for i in range(ROWS)]),
+        "x": pa.array([i * 0.5 for i in range(ROWS)]),
+    })
+    path = os.path.join(tmp, "smoke.parquet")
+    pq.write_table(table, path, row_group_size=10_000, compression="zstd")
+    with open(path, "rb") as f:
+        data = f.read()
+
+    # the planner: the footer from a suffix read, then row-group statistics
+    tail = data[-64 * 1024:]
+    (footer_len,) = struct.unpack("<I", tail[-8:-4])
+    framed = b"PAR1" + tail[len(tail) - footer_len - 8:]
+    md = pq.read_metadata(pa.BufferReader(framed))
+    assert (md.num_row_groups, md.num_rows) == (3, ROWS), md
+    stats = md.row_group(1).column(0).statistics
+    assert (stats.min, stats.max) == (10_000, 19_999), stats
+    assert pq.read_metadata(path).num_rows == ROWS
+
+    # the engine: row groups and columns of an in-memory image and of a memory map
+    image = pa.py_buffer(data)
+    got = pq.ParquetFile(pa.BufferReader(image), metadata=md).read_row_groups(
+        [1, 2], columns=["id", "name"], use_threads=True)
+    assert (got.num_rows, got.column_names) == (20_000, ["id", "name"])
+    with pa.memory_map(path, "r") as mm:
+        one = pq.ParquetFile(mm, metadata=md).read_row_groups([0], columns=["x"])
+    assert one.num_rows == 10_000
+
+    frame = pl.from_arrow(got)
+    assert isinstance(frame, pl.DataFrame)
+    hit = frame.lazy().filter(pl.sql_expr("id <= 10005 AND name LIKE 'row-1%'")).collect()
+    assert hit.height == 6, hit
+    ctx = pl.SQLContext(frames={"t": pl.scan_parquet(path)})
+    agg = ctx.execute("SELECT COUNT(*) AS c, MAX(x) AS m FROM t WHERE id < 100").collect()
+    assert agg.row(0) == (100, 49.5), agg
+    assert pl.scan_parquet(path).filter(pl.col("id") < 10).select("name").collect().height == 10
+    return hit, data
+
+
+def check_writers(frame: pl.DataFrame) -> None:
+    """The output formats, as the writer produces them."""
+    buf = io.BytesIO()
+    frame.write_parquet(buf, compression="zstd")
+    assert pl.read_parquet(io.BytesIO(buf.getvalue())).equals(frame)
+    buf = io.BytesIO()
+    frame.write_csv(buf)
+    assert pl.read_csv(io.BytesIO(gzip.decompress(gzip.compress(buf.getvalue())))).equals(frame)
+    buf = io.BytesIO()
+    frame.write_ndjson(buf)
+    assert pl.read_ndjson(io.BytesIO(buf.getvalue())).equals(frame)
+    assert json.loads(frame.write_json())[0]["id"] == 10_000
+
+
+async def _ranged(store: MemoryStore) -> bytes:
+    result = await obstore.get_async(store, FILE, options={"range": (0, 4)})
+    return bytes(await result.bytes_async())
+
+
+def check_obstore(tmp: str, data: bytes) -> None:
+    """Suffix and ranged reads, async reads, listing, a local store, an S3 store (no I/O)."""
+    store = MemoryStore()
+    obstore.put(store, FILE, data)
+    suffix = obstore.get(store, FILE, options={"range": {"suffix": 8}})
+    assert bytes(suffix.bytes())[-4:] == b"PAR1"
+    parts = obstore.get_ranges(store, FILE, starts=[0, 4], ends=[4, 8])
+    assert bytes(parts[0]) == b"PAR1"
+    assert asyncio.run(_ranged(store)) == b"PAR1"
+    listed = [meta["path"] for batch in obstore.list(store, prefix="data") for meta in batch]
+    assert listed == [FILE], listed
+    local = LocalStore(tmp)
+    obstore.put(local, "out.bin", b"abc")
+    assert bytes(obstore.get(local, "out.bin").bytes()) == b"abc"
+    S3Store("example-bucket", region="us-east-1", skip_signature=True)
+
+
+def check_sqlglot() -> None:
+    tree = sqlglot.parse_one("SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 5", read="duckdb")
+    assert [c.name for c in tree.find_all(exp.Column)][:2] == ["a", "b"]
+
+
+def check_powertools() -> None:
+    """Structured logs and EMF metrics go to stdout. Constructing a Tracer needs the X-Ray
+    SDK (the [tracer] extra), which is not bundled: only its import is checked."""
+    Logger(service="smoke").info("layer smoke check", extra={"rows": ROWS})
+    metrics = Metrics(namespace="s3slice-smoke", service="smoke")
+    metrics.add_metric(name="Rows", unit=MetricUnit.Count, value=ROWS)
+    metrics.flush_metrics()
+    assert Tracer.__name__ == "Tracer"
+
+
+def check_isolation() -> None:
+    """Every loaded module came from the layer or the standard library."""
+    paths = sysconfig.get_paths()
+    roots = tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib")}
+                  | {os.path.realpath(LAYER)})
+    strays = sorted(
+        f"{name} from {file}" for name, module in list(sys.modules.items())
+        if name != "__main__" and (file := getattr(module, "__file__", None))
+        and not os.path.realpath(file).startswith(roots)
+    )
+    assert not strays, "modules from outside the layer: " + "; ".join(strays)
+    for name in ("boto3", "numpy", "pandas"):
+        assert name not in sys.modules, f"{name} was imported"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        frame, data = check_parquet(tmp)
+        check_writers(frame)
+        check_obstore(tmp, data)
+    check_sqlglot()
+    check_powertools()
+    check_isolation()
+    faulthandler.cancel_dump_traceback_later()
+    print("SMOKE OK", pl.__version__, pa.__version__, sqlglot.__version__)
+
+
+if __name__ == "__main__":
+    main()

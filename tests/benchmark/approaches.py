@@ -1,0 +1,395 @@
+"""The approaches: each turns a :class:`Target` into a warm ``run() -> polars.DataFrame``.
+
+``setup`` does what a warm Lambda keeps between invocations (clients, connections,
+settings) and is not timed; ``run`` is the measured query. Each module is imported inside
+its approach so a worker process loads only what its approach needs (that is what its
+peak RSS then shows).
+
+Multi-object queries: polars, pyarrow datasets, DuckDB and the service take the prefix
+(or a glob) themselves; fsspec and the boto3 approaches have no multi-object read, so a
+pool of ``POOL`` threads drives them over the listed keys, as a user would write it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .cases import Predicate, Query
+from .common import ACCESS_KEY, REGION, SECRET_KEY
+
+if TYPE_CHECKING:
+    import polars as pl
+
+POOL = 8
+
+
+@dataclass
+class Target:
+    endpoint: str  # http://127.0.0.1:PORT (the proxy)
+    bucket: str
+    keys: list[str]
+    many: bool  # query the prefix, not one key
+    prefix: str
+    format: str  # "parquet" | "csv"
+    query: Query
+    service_query: dict[str, Any]
+    info: list[dict[str, Any]] = field(default_factory=list)  # per-run notes (client's word)
+
+    @property
+    def host_port(self) -> str:
+        return self.endpoint.removeprefix("http://")
+
+    @property
+    def url(self) -> str:
+        """s3:// URL of the one object, or of the prefix."""
+        return f"s3://{self.bucket}/{self.prefix if self.many else self.keys[0]}"
+
+
+Run = Callable[[], "pl.DataFrame"]
+Setup = Callable[[Target], Run]
+
+
+# --------------------------------------------------------------------------- query → engines
+
+
+def needed_columns(q: Query) -> list[str] | None:
+    """Columns the query touches (output + predicates), or None for all."""
+    if q.share_nonzero:
+        return list(q.share_nonzero)
+    if q.columns is None:
+        return None
+    cols = list(q.columns)
+    cols += [p.column for p in q.where if p.column not in cols]
+    return cols
+
+
+def polars_query(lf: pl.LazyFrame, q: Query) -> pl.LazyFrame:
+    import polars as pl
+
+    ops: dict[str, Callable[[pl.Expr, Any], pl.Expr]] = {
+        "<=": lambda c, v: c <= v,
+        ">=": lambda c, v: c >= v,
+        "<": lambda c, v: c < v,
+        ">": lambda c, v: c > v,
+        "==": lambda c, v: c == v,
+        "!=": lambda c, v: c != v,
+    }
+    if q.where:
+        lf = lf.filter(
+            pl.all_horizontal([ops[p.op](pl.col(p.column), pl.lit(p.value)) for p in q.where])
+        )
+    if q.share_nonzero:
+        group, value = q.share_nonzero
+        return lf.group_by(pl.col(group).cast(pl.String)).agg(
+            (pl.col(value) != 0).cast(pl.Float64).mean().alias("share")
+        )
+    if q.columns is not None:
+        lf = lf.select(q.columns)
+    return lf
+
+
+def _sql_literal(v: Any) -> str:
+    if isinstance(v, dt.datetime):
+        return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return repr(v)
+
+
+def sql_query(table: str, q: Query) -> str:
+    sql_op = {"==": "="}
+    where = " AND ".join(
+        f'"{p.column}" {sql_op.get(p.op, p.op)} {_sql_literal(p.value)}' for p in q.where
+    )
+    if q.share_nonzero:
+        g, v = q.share_nonzero
+        select = f'CAST("{g}" AS VARCHAR) AS "{g}", avg(CAST("{v}" != 0 AS DOUBLE)) AS share'
+        return (
+            f"SELECT {select} FROM {table}"
+            + (f" WHERE {where}" if where else "")
+            + f' GROUP BY "{g}"'
+        )
+    cols = "*" if q.columns is None else ", ".join(f'"{c}"' for c in q.columns)
+    return f"SELECT {cols} FROM {table}" + (f" WHERE {where}" if where else "")
+
+
+def arrow_filter(preds: list[Predicate]) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    expr = None
+    for p in preds:
+        value = (
+            pa.scalar(p.value, pa.timestamp("us")) if isinstance(p.value, dt.datetime) else p.value
+        )
+        field_ = pc.field(p.column)
+        e = {
+            "<=": field_ <= value,
+            ">=": field_ >= value,
+            "<": field_ < value,
+            ">": field_ > value,
+            "==": field_ == value,
+            "!=": field_ != value,
+        }[p.op]
+        expr = e if expr is None else expr & e
+    return expr
+
+
+def read_buffer(data: bytes | io.BytesIO, fmt: str, q: Query) -> pl.DataFrame:
+    """What the download-then-read approaches do with the bytes they fetched."""
+    import polars as pl
+
+    if fmt == "csv":
+        return polars_query(pl.read_csv(data).lazy(), q).collect()
+    return polars_query(pl.scan_parquet(data), q).collect()
+
+
+def combine(frames: list[pl.DataFrame], q: Query) -> pl.DataFrame:
+    """Per-object partial reads → the query's answer (re-aggregates the share)."""
+    import polars as pl
+
+    frame = pl.concat(frames, how="vertical_relaxed")
+    if q.share_nonzero:
+        return polars_query(frame.lazy(), q).collect()
+    return frame
+
+
+def per_object_query(q: Query) -> Query:
+    """For a per-object read whose results are combined later: no aggregation yet."""
+    if q.share_nonzero:
+        return Query(list(q.share_nonzero), q.where)
+    return q
+
+
+# --------------------------------------------------------------------------- approaches
+
+
+def service(strategy: str) -> Setup:
+    def setup(t: Target) -> Run:
+        import s3slice
+
+        settings = s3slice.Settings.from_env(endpoint_url=t.endpoint, strategy=strategy)
+        request = {"source": t.url, **t.service_query}
+
+        def run() -> pl.DataFrame:
+            result = s3slice.read(request, settings=settings)
+            t.info.append({"service_stats": _jsonable(result.stats)})
+            frame: pl.DataFrame = result.frame
+            return frame
+
+        return run
+
+    return setup
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, str | int | float | bool) or obj is None:
+        return obj
+    return repr(obj)
+
+
+def polars_scan(t: Target) -> Run:
+    import polars as pl
+
+    storage_options = {
+        "aws_endpoint_url": t.endpoint,
+        "aws_access_key_id": ACCESS_KEY,
+        "aws_secret_access_key": SECRET_KEY,
+        "aws_region": REGION,
+        "aws_allow_http": "true",
+    }
+    source = f"s3://{t.bucket}/{t.prefix}*.{t.format}" if t.many else t.url
+
+    def run() -> pl.DataFrame:
+        if t.format == "csv":
+            lf = pl.scan_csv(source, storage_options=storage_options)
+        else:
+            lf = pl.scan_parquet(source, storage_options=storage_options)
+        return polars_query(lf, t.query).collect()
+
+    return run
+
+
+def pyarrow_dataset(t: Target) -> Run:
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    fs = pafs.S3FileSystem(
+        access_key=ACCESS_KEY,
+        secret_key=SECRET_KEY,
+        region=REGION,
+        endpoint_override=t.host_port,
+        scheme="http",
+    )
+    q = t.query
+    path = f"{t.bucket}/{t.prefix if t.many else t.keys[0]}"
+    flt = arrow_filter(q.where) if q.where else None
+
+    def run() -> pl.DataFrame:
+        if q.share_nonzero:
+            g, v = q.share_nonzero
+            dataset = ds.dataset(path, filesystem=fs, format=t.format)
+            table = dataset.to_table(
+                columns={
+                    g: pc.cast(pc.field(g), pa.string()),
+                    "nz": pc.cast(pc.not_equal(pc.field(v), 0), pa.float64()),
+                },
+                filter=flt,
+            )
+            agg = table.group_by(g).aggregate([("nz", "mean")])
+            return pl.from_arrow(agg.select([g, "nz_mean"]).rename_columns([g, "share"]))  # type: ignore[return-value]
+        if t.format == "parquet" and not t.many:
+            table = pq.read_table(path, columns=q.columns, filters=flt, filesystem=fs)
+        else:
+            table = ds.dataset(path, filesystem=fs, format=t.format).to_table(
+                columns=q.columns, filter=flt
+            )
+        return pl.from_arrow(table)  # type: ignore[return-value]
+
+    return run
+
+
+def duckdb_httpfs(t: Target) -> Run:
+    import duckdb
+
+    con = duckdb.connect(config={"autoinstall_known_extensions": False})
+    con.execute("LOAD httpfs")
+    con.execute(
+        f"""CREATE SECRET bench (TYPE s3, KEY_ID '{ACCESS_KEY}', SECRET '{SECRET_KEY}',
+        REGION '{REGION}', ENDPOINT '{t.host_port}', URL_STYLE 'path', USE_SSL false)"""
+    )
+    # Each run must fetch what it reads: a warm Lambda normally reads a *new* object, so
+    # DuckDB's in-memory cache of remote file blocks (on by default since 1.3) is turned
+    # off; the per-run request counts show whether anything else is cached.
+    for setting in ("enable_external_file_cache", "enable_http_metadata_cache"):
+        with contextlib.suppress(duckdb.Error):  # older DuckDB: no such setting
+            con.execute(f"SET {setting} = false")
+    reader = "read_csv" if t.format == "csv" else "read_parquet"
+    source = f"s3://{t.bucket}/{t.prefix}*.{t.format}" if t.many else t.url
+    sql = sql_query(f"{reader}('{source}')", t.query)
+
+    def run() -> pl.DataFrame:
+        return con.sql(sql).pl()
+
+    return run
+
+
+def fsspec_parquet(t: Target) -> Run:
+    import fsspec.parquet
+    import polars as pl
+    import s3fs
+
+    fs = s3fs.S3FileSystem(
+        key=ACCESS_KEY,
+        secret=SECRET_KEY,
+        endpoint_url=t.endpoint,
+        client_kwargs={"region_name": REGION},
+        use_listings_cache=False,
+    )
+    q = per_object_query(t.query)
+    cols = needed_columns(q)
+
+    def read_one(path: str) -> pl.DataFrame:
+        if t.format == "csv":
+            with fs.open(path, "rb") as f:
+                return polars_query(pl.read_csv(f).lazy(), q).collect()
+        with fsspec.parquet.open_parquet_file(path, fs=fs, columns=cols, engine="pyarrow") as f:
+            return polars_query(pl.read_parquet(f, columns=cols).lazy(), q).collect()
+
+    def run() -> pl.DataFrame:
+        if not t.many:
+            return combine([read_one(f"{t.bucket}/{t.keys[0]}")], t.query)
+        paths = sorted(fs.find(f"{t.bucket}/{t.prefix}"))
+        with ThreadPoolExecutor(POOL) as pool:
+            return combine(list(pool.map(read_one, paths)), t.query)
+
+    return run
+
+
+def _boto3_client(t: Target) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=t.endpoint,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        config=Config(max_pool_connections=32, s3={"addressing_style": "path"}),
+    )
+
+
+def _list_keys(s3: Any, t: Target) -> list[str]:
+    keys: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=t.bucket, Prefix=t.prefix):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return sorted(keys)
+
+
+def boto3_download(t: Target) -> Run:
+    """s3transfer's managed download (HEAD, then 8 MiB parts on 10 threads) into memory."""
+    s3 = _boto3_client(t)
+    q = per_object_query(t.query)
+
+    def read_one(key: str) -> pl.DataFrame:
+        buf = io.BytesIO()
+        s3.download_fileobj(t.bucket, key, buf)
+        buf.seek(0)
+        return read_buffer(buf, t.format, q)
+
+    def run() -> pl.DataFrame:
+        if not t.many:
+            return combine([read_one(t.keys[0])], t.query)
+        with ThreadPoolExecutor(POOL) as pool:
+            return combine(list(pool.map(read_one, _list_keys(s3, t))), t.query)
+
+    return run
+
+
+def boto3_get_object(t: Target) -> Run:
+    """One plain GET per object, its body read into bytes, then polars."""
+    s3 = _boto3_client(t)
+    q = per_object_query(t.query)
+
+    def read_one(key: str) -> pl.DataFrame:
+        data: bytes = s3.get_object(Bucket=t.bucket, Key=key)["Body"].read()
+        return read_buffer(data, t.format, q)
+
+    def run() -> pl.DataFrame:
+        if not t.many:
+            return combine([read_one(t.keys[0])], t.query)
+        with ThreadPoolExecutor(POOL) as pool:
+            return combine(list(pool.map(read_one, _list_keys(s3, t))), t.query)
+
+    return run
+
+
+SERVICE_STRATEGIES = ["auto", "ranges", "whole", "batches"]
+
+APPROACHES: dict[str, Setup] = {
+    **{f"s3slice[{s}]": service(s) for s in SERVICE_STRATEGIES},
+    "polars scan": polars_scan,
+    "pyarrow S3FileSystem": pyarrow_dataset,
+    "duckdb httpfs": duckdb_httpfs,
+    "fsspec open_parquet_file": fsspec_parquet,
+    "boto3 download_fileobj": boto3_download,
+    "boto3 get_object": boto3_get_object,
+}
+
+SERVICE = [name for name in APPROACHES if name.startswith("s3slice")]
+PEERS = [name for name in APPROACHES if name not in SERVICE]

@@ -1,0 +1,52 @@
+"""Fixtures for the CDK tests: a stand-in layer, and stacks synthesized once per session.
+
+The real layer (``layers/build/<arch>``, about 190 MiB) is built and measured by
+``test_layer.py``; here a tiny directory with ``python/`` stands in for it, so that
+synthesis is fast and needs nothing built beforehand.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.infrastructure.support import (
+    CDK_DIR,
+    IMPORTED_CONTEXT,
+    Synthesized,
+    make_stand_in_layer,
+    synthesize,
+)
+
+# jsii's node runtime prints a banner on Node versions past their end of life; the CDK
+# works on them all the same. (Set before aws_cdk is first imported.)
+for _warning in ("END_OF_LIFE", "DEPRECATED", "UNTESTED"):
+    os.environ.setdefault(f"JSII_SILENCE_WARNING_{_warning}_NODE_VERSION",
+                          ",".join(str(v) for v in range(14, 30)))
+
+# The app's package lives in cdk/ (``python3 cdk/app.py`` finds it the same way).
+if str(CDK_DIR) not in sys.path:
+    sys.path.insert(0, str(CDK_DIR))
+
+
+@pytest.fixture(scope="session")
+def stand_in_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_stand_in_layer(tmp_path_factory.mktemp("layer"))
+
+
+@pytest.fixture(scope="session")
+def default_stack(stand_in_layer: Path,
+                  tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The stack as ``cdk synth`` makes it with no settings (it creates the data bucket)."""
+    return synthesize({"layerDir": str(stand_in_layer)}, tmp_path_factory.mktemp("default"))
+
+
+@pytest.fixture(scope="session")
+def imported_stack(stand_in_layer: Path,
+                   tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The stack on existing buckets, with every optional setting given."""
+    return synthesize({**IMPORTED_CONTEXT, "layerDir": str(stand_in_layer)},
+                      tmp_path_factory.mktemp("imported"))

@@ -1,0 +1,25 @@
+"""cfn-lint on the synthesized templates: no errors (and no warnings)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cfnlint.api import ManualArgs, lint
+
+from tests.infrastructure.support import Synthesized
+
+pytestmark = pytest.mark.infrastructure
+
+#: Regions the default settings (arm64, python3.13) must deploy to.
+REGIONS = ["us-east-1", "eu-west-1", "ap-southeast-2"]
+
+
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+def test_template_passes_cfn_lint(which: str, request: pytest.FixtureRequest) -> None:
+    synth: Synthesized = request.getfixturevalue(which)
+    matches = lint(json.dumps(synth.json), config=ManualArgs(regions=REGIONS))
+    findings = [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]
+    errors = [f for f in findings if f.startswith("E")]
+    assert errors == []
+    assert findings == []

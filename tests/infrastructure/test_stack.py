@@ -1,0 +1,353 @@
+"""The composed stack: least-privilege IAM statement by statement, wiring, settings, assets."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from s3slice_cdk import build_app, cdk_json_context
+from s3slice_cdk.function import LayerNotBuiltError
+from s3slice_cdk.settings import SettingsError
+from tests.infrastructure.support import (
+    CDK_DIR,
+    Synthesized,
+    state_machine_definition,
+)
+
+pytestmark = pytest.mark.infrastructure
+
+SQS_CONSUME = ["sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+               "sqs:GetQueueUrl", "sqs:ReceiveMessage"]
+XRAY_WRITE = ["xray:PutTelemetryRecords", "xray:PutTraceSegments"]
+STATES_LOGGING_AND_TRACING = [
+    "logs:CreateLogDelivery", "logs:DeleteLogDelivery", "logs:DescribeLogGroups",
+    "logs:DescribeResourcePolicies", "logs:GetLogDelivery", "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy", "logs:UpdateLogDelivery", "xray:GetSamplingRules",
+    "xray:GetSamplingTargets", "xray:PutTelemetryRecords", "xray:PutTraceSegments"]
+
+
+# ----------------------------------------------------------------------------- helpers
+def ids(synth: Synthesized) -> dict[str, str]:
+    """Logical ids of the resources the policies refer to."""
+    stack = synth.stack
+    found = {
+        "function": synth.logical_id(stack.read_function.function),
+        "function_logs": synth.logical_id(stack.read_function.log_group),
+        "function_role": synth.logical_id(stack.read_function.role),
+        "queue": synth.logical_id(stack.triggers.queue),
+        "dlq": synth.logical_id(stack.triggers.dead_letter_queue),
+        "state_machine": synth.logical_id(stack.workflow.state_machine),
+        "state_machine_role": synth.logical_id(stack.workflow.state_machine.role),
+    }
+    if stack.data_bucket is not None:
+        found["data"] = synth.logical_id(stack.data_bucket)
+    return found
+
+
+def policy_statements(synth: Synthesized, role_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Every policy attached to the role, by logical id, with its statements."""
+    return {
+        name: policy["Properties"]["PolicyDocument"]["Statement"]
+        for name, policy in synth.resources("AWS::IAM::Policy").items()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+    }
+
+
+def canonical(statements: list[dict[str, Any]]) -> list[str]:
+    """Statements as sorted JSON: compared exactly, but regardless of order."""
+    return sorted(json.dumps(s, sort_keys=True) for s in statements)
+
+
+def get_att(logical_id: str, attribute: str = "Arn") -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, attribute]}
+
+
+def join(*parts: Any) -> dict[str, Any]:
+    return {"Fn::Join": ["", list(parts)]}
+
+
+def s3_arn(rest: str) -> dict[str, Any]:
+    """The ARN of an imported bucket (or its objects): arn:${Partition}:s3:::<rest>."""
+    return join("arn:", {"Ref": "AWS::Partition"}, f":s3:::{rest}")
+
+
+# ----------------------------------------------------------------------------- IAM: default
+def test_function_role_statements_default(default_stack: Synthesized) -> None:
+    i = ids(default_stack)
+    policies = policy_statements(default_stack, i["function_role"])
+    assert len(policies) == 1
+    (statements,) = policies.values()
+    assert canonical(statements) == canonical([
+        {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Effect": "Allow",
+         "Resource": get_att(i["function_logs"])},
+        {"Action": XRAY_WRITE, "Effect": "Allow", "Resource": "*"},
+        {"Action": "s3:GetObject", "Effect": "Allow",
+         "Resource": join(get_att(i["data"]), "/incoming/*")},
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": get_att(i["data"]),
+         "Condition": {"StringLike": {"s3:prefix": ["incoming/*"]}}},
+        {"Action": ["s3:AbortMultipartUpload", "s3:PutObject"], "Effect": "Allow",
+         "Resource": join(get_att(i["data"]), "/results/*")},
+        {"Action": SQS_CONSUME, "Effect": "Allow", "Resource": get_att(i["queue"])},
+    ])
+    default_stack.template.has_resource_properties("AWS::IAM::Role", {
+        "AssumeRolePolicyDocument": Match.object_like({"Statement": [Match.object_like(
+            {"Principal": {"Service": "lambda.amazonaws.com"}})]}),
+        "ManagedPolicyArns": Match.absent(),
+    })
+
+
+def test_state_machine_role_statements_default(default_stack: Synthesized) -> None:
+    i = ids(default_stack)
+    policies = policy_statements(default_stack, i["state_machine_role"])
+    default_policy = next(v for k, v in policies.items() if "DefaultPolicy" in k)
+    assert canonical(default_policy) == canonical([
+        {"Action": "lambda:InvokeFunction", "Effect": "Allow",
+         "Resource": [get_att(i["function"]), join(get_att(i["function"]), ":*")]},
+        {"Action": STATES_LOGGING_AND_TRACING, "Effect": "Allow", "Resource": "*"},
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": get_att(i["data"]),
+         "Condition": {"StringLike": {"s3:prefix": ["incoming/*"]}}},
+        {"Action": ["s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts",
+                    "s3:PutObject"], "Effect": "Allow",
+         "Resource": join(get_att(i["data"]), "/workflow-results/*")},
+    ])
+    distributed_map = next(v for k, v in policies.items() if "DistributedMapPolicy" in k)
+    execution_name = {"Fn::Select": [6, {"Fn::Split": [":", {"Ref": i["state_machine"]}]}]}
+    execution_arn = ["arn:", {"Ref": "AWS::Partition"}, ":states:", {"Ref": "AWS::Region"},
+                     ":", {"Ref": "AWS::AccountId"}, ":execution:", execution_name]
+    assert canonical(distributed_map) == canonical([
+        {"Action": "states:StartExecution", "Effect": "Allow",
+         "Resource": {"Ref": i["state_machine"]}},
+        {"Action": ["states:DescribeExecution", "states:StopExecution"], "Effect": "Allow",
+         "Resource": join(*execution_arn, ":*")},
+        {"Action": "states:RedriveExecution", "Effect": "Allow",
+         "Resource": join(*execution_arn, "/s3slice:*")},
+    ])
+    assert len(policies) == 2
+
+
+def test_notifications_handler_may_configure_only_the_data_bucket(
+        default_stack: Synthesized) -> None:
+    i = ids(default_stack)
+    handler_policies = [
+        policy for name, policy in default_stack.resources("AWS::IAM::Policy").items()
+        if name.startswith("DataNotificationsHandlerPolicy")]
+    (policy,) = handler_policies
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Action": "s3:PutBucketNotification", "Effect": "Allow",
+         "Resource": get_att(i["data"])}]
+
+
+# ----------------------------------------------------------------------------- IAM: imported
+def test_function_role_statements_imported(imported_stack: Synthesized) -> None:
+    i = ids(imported_stack)
+    (statements,) = policy_statements(imported_stack, i["function_role"]).values()
+    assert canonical(statements) == canonical([
+        {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Effect": "Allow",
+         "Resource": get_att(i["function_logs"])},
+        {"Action": XRAY_WRITE, "Effect": "Allow", "Resource": "*"},
+        {"Action": "s3:GetObject", "Effect": "Allow",
+         "Resource": [s3_arn("acme-landing/events/*"), s3_arn("acme-reference/dim/*"),
+                      s3_arn("acme-landing/manual/*")]},
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-landing"),
+         "Condition": {"StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-reference"),
+         "Condition": {"StringLike": {"s3:prefix": ["dim/*"]}}},
+        {"Action": ["s3:AbortMultipartUpload", "s3:PutObject"], "Effect": "Allow",
+         "Resource": s3_arn("acme-results/sliced/*")},
+        {"Action": SQS_CONSUME, "Effect": "Allow", "Resource": get_att(i["queue"])},
+    ])
+
+
+def test_state_machine_role_statements_imported(imported_stack: Synthesized) -> None:
+    i = ids(imported_stack)
+    policies = policy_statements(imported_stack, i["state_machine_role"])
+    default_policy = next(v for k, v in policies.items() if "DefaultPolicy" in k)
+    s3_statements = [s for s in default_policy if str(s["Action"]).find("s3:") >= 0]
+    assert canonical(s3_statements) == canonical([
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-landing"),
+         "Condition": {"StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-reference"),
+         "Condition": {"StringLike": {"s3:prefix": ["dim/*"]}}},
+        {"Action": ["s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts",
+                    "s3:PutObject"], "Effect": "Allow",
+         "Resource": s3_arn("acme-results/runs/*")},
+    ])
+
+
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+def test_no_wildcard_beyond_a_prefix(which: str, request: pytest.FixtureRequest) -> None:
+    """No ``*`` action anywhere; ``*`` resources only for actions without resource scoping."""
+    synth: Synthesized = request.getfixturevalue(which)
+    unscoped_ok = set(STATES_LOGGING_AND_TRACING) | set(XRAY_WRITE)
+    for name, policy in synth.resources("AWS::IAM::Policy").items():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            assert not [a for a in actions if "*" in a], (name, statement)
+            resources = statement["Resource"]
+            resources = resources if isinstance(resources, list) else [resources]
+            if "*" in resources:
+                assert set(actions) <= unscoped_ok, (name, statement)
+            for resource in resources:
+                rendered = json.dumps(resource)
+                # Objects are granted under a prefix, never a whole bucket's "/*".
+                assert '"/*"' not in rendered, (name, statement)
+                assert not re.search(r':s3:::[^/"]+/\*"', rendered), (name, statement)
+
+
+# ----------------------------------------------------------------------------- function
+def test_function_environment_default(default_stack: Synthesized) -> None:
+    i = ids(default_stack)
+    function = default_stack.json["Resources"][i["function"]]["Properties"]
+    assert function["Environment"]["Variables"] == {
+        "S3SLICE_QUERY": "{}",
+        "S3SLICE_OUTPUT_URI": join("s3://", {"Ref": i["data"]}, "/results/"),
+        "S3SLICE_OUTPUT_FORMAT": "parquet",
+        "S3SLICE_SOURCE_URIS": join("s3://", {"Ref": i["data"]}, "/incoming/"),
+        "POWERTOOLS_SERVICE_NAME": "s3slice",
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Slice",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+    assert function["Runtime"] == "python3.13"
+    assert function["Architectures"] == ["arm64"]
+    assert (function["MemorySize"], function["EphemeralStorage"], function["Timeout"]) == (
+        3008, {"Size": 4096}, 300)
+    assert function["TracingConfig"] == {"Mode": "Active"}
+    assert "ReservedConcurrentExecutions" not in function
+
+
+def test_function_settings_imported(imported_stack: Synthesized) -> None:
+    i = ids(imported_stack)
+    function = imported_stack.json["Resources"][i["function"]]["Properties"]
+    assert function["Environment"]["Variables"] == {
+        "S3SLICE_QUERY": '{"columns":["a","b"],"filter":"a <= 1000"}',
+        "S3SLICE_OUTPUT_URI": "s3://acme-results/sliced/",
+        "S3SLICE_OUTPUT_FORMAT": "csv",
+        "S3SLICE_SOURCE_URIS": ("s3://acme-landing/events/,s3://acme-reference/dim/,"
+                                "s3://acme-landing/manual/"),
+        "POWERTOOLS_SERVICE_NAME": "s3slice",
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Slice",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+    assert function["Runtime"] == "python3.12"
+    assert function["Architectures"] == ["x86_64"]
+    assert (function["MemorySize"], function["EphemeralStorage"], function["Timeout"]) == (
+        4096, {"Size": 10240}, 600)
+    assert function["ReservedConcurrentExecutions"] == 50
+    imported_stack.template.has_resource_properties("AWS::Lambda::LayerVersion", {
+        "CompatibleRuntimes": ["python3.12"], "CompatibleArchitectures": ["x86_64"]})
+    imported_stack.template.has_resource_properties("AWS::Logs::LogGroup",
+                                                    {"RetentionInDays": 14})
+
+
+def test_code_asset_is_the_functions_package(default_stack: Synthesized) -> None:
+    i = ids(default_stack)
+    key = default_stack.json["Resources"][i["function"]]["Properties"]["Code"]["S3Key"]
+    staged = Path(default_stack.app.outdir) / f"asset.{key.removesuffix('.zip')}"
+    assert (staged / "s3slice" / "handler.py").is_file()
+    assert not [p for p in staged.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+
+
+# ----------------------------------------------------------------------------- triggers
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+def test_output_prefix_can_never_trigger(which: str, request: pytest.FixtureRequest) -> None:
+    synth: Synthesized = request.getfixturevalue(which)
+    settings = synth.stack.settings
+    (notifications,) = synth.resources("Custom::S3BucketNotifications").values()
+    configurations = notifications["Properties"]["NotificationConfiguration"][
+        "QueueConfigurations"]
+    assert len(configurations) == len(settings.source_suffixes)
+    for configuration in configurations:
+        rules = {r["Name"]: r["Value"] for r in configuration["Filter"]["Key"]["FilterRules"]}
+        assert rules["prefix"] == settings.source_prefix
+        for written in (settings.output_prefix, settings.workflow_results_prefix):
+            same_bucket = settings.output.bucket == settings.source_bucket
+            assert not same_bucket or not (written.startswith(rules["prefix"])
+                                           or rules["prefix"].startswith(written))
+
+
+def test_queue_visibility_is_six_times_the_timeout(default_stack: Synthesized,
+                                                   imported_stack: Synthesized) -> None:
+    for synth, expected in ((default_stack, 6 * 300), (imported_stack, 6 * 600 + 5)):
+        queue = synth.json["Resources"][ids(synth)["queue"]]["Properties"]
+        assert queue["VisibilityTimeout"] == expected
+        assert queue["SqsManagedSseEnabled"] is True
+
+
+def test_imported_bucket_notifications_keep_existing_ones(imported_stack: Synthesized) -> None:
+    (notifications,) = imported_stack.resources("Custom::S3BucketNotifications").values()
+    assert notifications["Properties"]["BucketName"] == "acme-landing"
+    assert notifications["Properties"]["Managed"] is False
+
+
+# ----------------------------------------------------------------------------- workflow
+def test_workflow_defaults_and_results_location(imported_stack: Synthesized) -> None:
+    definition = state_machine_definition(imported_stack.json)
+    defaults = definition["States"]["Defaults"]["Parameters"]["defaults"]
+    assert defaults == {"bucket": "acme-landing", "prefix": "events/",
+                        "query": {"columns": ["a", "b"], "filter": "a <= 1000"},
+                        "output": {"uri": "s3://acme-results/sliced/", "format": "csv"}}
+    state = definition["States"]["ProcessObjects"]
+    assert state["ResultWriter"]["Parameters"] == {"Bucket": "acme-results", "Prefix": "runs/"}
+    assert state["MaxConcurrency"] == 500
+    assert state["ItemBatcher"]["MaxItemsPerBatch"] == 25
+    assert state["ToleratedFailurePercentage"] == 10
+
+
+# ----------------------------------------------------------------------------- alarms
+def test_alarms_default_have_no_actions(default_stack: Synthesized) -> None:
+    default_stack.template.resource_count_is("AWS::CloudWatch::Alarm", 5)
+    default_stack.template.all_resources_properties("AWS::CloudWatch::Alarm", {
+        "AlarmActions": Match.absent()})
+
+
+def test_alarms_notify_the_topic(imported_stack: Synthesized) -> None:
+    topic = "arn:aws:sns:eu-west-1:123456789012:ops-alerts"
+    imported_stack.template.all_resources_properties("AWS::CloudWatch::Alarm", {
+        "AlarmActions": [topic], "OKActions": [topic]})
+    imported_stack.template.has_resource_properties("AWS::CloudWatch::Alarm", {
+        "MetricName": "Duration", "ExtendedStatistic": "p99", "Threshold": 0.9 * 600_000})
+
+
+def test_outputs(default_stack: Synthesized) -> None:
+    assert set(default_stack.json["Outputs"]) == {
+        "FunctionName", "StateMachineArn", "QueueUrl", "DeadLetterQueueUrl", "WatchedUri",
+        "OutputUri", "WorkflowResultsUri"}
+
+
+def test_stack_is_environment_agnostic(default_stack: Synthesized) -> None:
+    assert default_stack.stack.environment == "aws://unknown-account/unknown-region"
+
+
+# ----------------------------------------------------------------------------- failures
+def test_missing_layer_fails_synth_with_instructions(tmp_path: Path) -> None:
+    with pytest.raises(LayerNotBuiltError, match=r"python layers/build\.py --arch arm64"):
+        build_app({**cdk_json_context(), "layerDir": str(tmp_path / "missing")})
+
+
+def test_output_inside_watched_prefix_fails_synth(stand_in_layer: Path) -> None:
+    with pytest.raises(SettingsError, match="outputPrefix"):
+        build_app({**cdk_json_context(), "layerDir": str(stand_in_layer),
+                   "sourcePrefix": "data/", "outputPrefix": "data/out/"})
+
+
+def test_app_entry_point_prints_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """``python3 cdk/app.py`` (what cdk.json runs) exits 1 with the message, no traceback."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("s3slice_cdk_app_main", CDK_DIR / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # The CLI hands the app its context in this variable.
+    monkeypatch.setenv("CDK_CONTEXT_JSON", json.dumps({"layerDir": str(tmp_path / "none")}))
+    assert module.main() == 1
+    message = capsys.readouterr().err
+    assert message.startswith("s3slice: the Lambda layer directory")
+    assert "python layers/build.py --arch arm64" in message

@@ -1,0 +1,160 @@
+"""The Workflow construct in a bare stack: the Distributed Map's definition and role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
+
+from s3slice_cdk.workflow import (
+    LAMBDA_RETRYABLE_ERRORS,
+    PERMANENT_ERRORS,
+    Workflow,
+    WorkflowProps,
+)
+from tests.infrastructure.support import bare_stack, state_machine_definition
+
+pytestmark = pytest.mark.infrastructure
+
+FUNCTION_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:s3slice"
+
+
+def build(**overrides: Any) -> tuple[Workflow, Template]:
+    stack = bare_stack()
+    props: dict[str, Any] = {
+        "function": lambda_.Function.from_function_arn(stack, "Fn", FUNCTION_ARN),
+        "default_bucket_name": "acme-in",
+        "default_prefix": "incoming/",
+        "default_query": {"columns": ["a"]},
+        "default_output_uri": "s3://acme-out/results/",
+        "results_bucket": s3.Bucket.from_bucket_name(stack, "Results", "acme-out"),
+        "results_prefix": "workflow-results/",
+    }
+    workflow = Workflow(stack, "Workflow", props=WorkflowProps(**{**props, **overrides}))
+    return workflow, Template.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def default() -> tuple[Workflow, Template]:
+    return build()
+
+
+@pytest.fixture(scope="module")
+def definition(default: tuple[Workflow, Template]) -> dict[str, Any]:
+    return state_machine_definition(default[1].to_json())
+
+
+@pytest.fixture(scope="module")
+def distributed_map(definition: dict[str, Any]) -> dict[str, Any]:
+    state = definition["States"]["ProcessObjects"]
+    assert state["Type"] == "Map"
+    assert isinstance(state, dict)
+    return state
+
+
+def test_input_defaults_come_from_the_settings(definition: dict[str, Any]) -> None:
+    assert definition["StartAt"] == "Defaults"
+    defaults = definition["States"]["Defaults"]
+    assert defaults["Type"] == "Pass"
+    assert defaults["Parameters"] == {
+        "defaults": {"bucket": "acme-in", "prefix": "incoming/", "query": {"columns": ["a"]},
+                     "output": {"uri": "s3://acme-out/results/", "format": "parquet"}},
+        "input.$": "$",
+    }
+    merge = definition["States"]["ApplyDefaults"]
+    assert merge["Parameters"] == {"merged.$": "States.JsonMerge($.defaults, $.input, false)"}
+    assert merge["OutputPath"] == "$.merged"
+    assert merge["Next"] == "ProcessObjects"
+
+
+def test_lists_objects_under_the_input_prefix(distributed_map: dict[str, Any]) -> None:
+    assert distributed_map["ItemProcessor"]["ProcessorConfig"] == {
+        "Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    reader = distributed_map["ItemReader"]
+    assert reader["Resource"] == "arn:<token>:states:::s3:listObjectsV2"
+    assert reader["Parameters"] == {"Bucket.$": "$.bucket", "Prefix.$": "$.prefix"}
+
+
+def test_batches_carry_query_output_and_bucket(distributed_map: dict[str, Any]) -> None:
+    assert distributed_map["ItemBatcher"] == {
+        "MaxItemsPerBatch": 10,
+        "BatchInput": {"query.$": "$.query", "output.$": "$.output", "bucket.$": "$.bucket"},
+    }
+    assert distributed_map["MaxConcurrency"] == 100
+    assert distributed_map["ToleratedFailurePercentage"] == 5
+
+
+def test_results_are_written_to_s3(distributed_map: dict[str, Any]) -> None:
+    writer = distributed_map["ResultWriter"]
+    assert writer["Resource"] == "arn:<token>:states:::s3:putObject"
+    assert writer["Parameters"] == {"Bucket": "acme-out", "Prefix": "workflow-results/"}
+
+
+def test_retries_and_catches_the_error_contract(distributed_map: dict[str, Any]) -> None:
+    processor = distributed_map["ItemProcessor"]
+    task = processor["States"][processor["StartAt"]]
+    assert task["Type"] == "Task"
+    assert task["Resource"] == FUNCTION_ARN  # the payload is the batch, the output the response
+    retried = [error for retrier in task["Retry"] for error in retrier["ErrorEquals"]]
+    assert retried == [*LAMBDA_RETRYABLE_ERRORS, "S3SliceThrottledError",
+                       "S3SliceTransientError"]
+    assert {"Lambda.TooManyRequestsException", "Lambda.ServiceException",
+            "Lambda.AWSLambdaException", "Lambda.SdkClientException"} <= set(retried)
+    for retrier in task["Retry"]:
+        assert retrier["BackoffRate"] == 2
+        assert retrier["MaxAttempts"] >= 3
+        assert retrier["JitterStrategy"] == "FULL"
+    assert not set(retried) & set(PERMANENT_ERRORS)
+    (catch,) = task["Catch"]
+    assert catch["ErrorEquals"] == ["QueryError", "ObjectError", "RequestError",
+                                    "TimeoutBudgetError"]
+    failure = processor["States"][catch["Next"]]
+    assert failure["Type"] == "Fail"
+    assert (failure["ErrorPath"], failure["CausePath"]) == ("$.failure.Error",
+                                                            "$.failure.Cause")
+    assert catch["ResultPath"] == "$.failure"
+
+
+def test_logging_and_tracing(default: tuple[Workflow, Template]) -> None:
+    workflow, template = default
+    log_group_id = workflow.stack.get_logical_id(workflow.log_group.node.default_child)
+    template.has_resource_properties("AWS::StepFunctions::StateMachine", {
+        "StateMachineType": "STANDARD",
+        "TracingConfiguration": {"Enabled": True},
+        "LoggingConfiguration": {
+            "Level": "ALL", "IncludeExecutionData": False,
+            "Destinations": [{"CloudWatchLogsLogGroup": {
+                "LogGroupArn": {"Fn::GetAtt": [log_group_id, "Arn"]}}}],
+        },
+    })
+    template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
+
+
+def test_grants_itself_no_s3_access(default: tuple[Workflow, Template]) -> None:
+    """Listing sources and writing results are the stack's grants, scoped to prefixes."""
+    _, template = default
+    actions = set()
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            action = statement["Action"]
+            actions.update([action] if isinstance(action, str) else action)
+    assert not {a for a in actions if a.startswith("s3:")}
+    assert {"lambda:InvokeFunction", "states:StartExecution", "states:DescribeExecution",
+            "states:StopExecution"} <= actions
+
+
+def test_settings_reach_the_definition() -> None:
+    _, template = build(max_concurrency=2500, items_per_batch=50,
+                        tolerated_failure_percentage=0, default_output_format="json",
+                        results_prefix="runs/")
+    definition = state_machine_definition(template.to_json())
+    state = definition["States"]["ProcessObjects"]
+    assert state["MaxConcurrency"] == 2500
+    assert state["ItemBatcher"]["MaxItemsPerBatch"] == 50
+    assert state.get("ToleratedFailurePercentage", 0) == 0
+    assert state["ResultWriter"]["Parameters"]["Prefix"] == "runs/"
+    assert definition["States"]["Defaults"]["Parameters"]["defaults"]["output"]["format"] == (
+        "json")
