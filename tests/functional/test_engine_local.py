@@ -263,8 +263,9 @@ def test_batches_bound_memory_per_batch(root: Path, table: pl.DataFrame) -> None
     result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1", "col_2"]})
     assert same(result.frame, table.select("col_1", "col_2"))
     assert result.stats["strategy"] == "batches"
-    # One row group's needed bytes at a time: each batch stays within half the budget,
-    # and together they are every kept row group.
-    assert len(rec.batches) == result.stats["row_groups_read"] == 8
+    # Each batch stays within half the budget, so the 8 row groups (~4 MB of needed
+    # bytes) take several batches; together they are every kept row group.
+    assert result.stats["row_groups_read"] == 8
+    assert len(rec.batches) > 1
     assert max(rec.batches) <= 512 * 1024
-    assert sum(rec.batches) == result.stats["needed_bytes"]
+    assert result.stats["needed_bytes"] <= sum(rec.batches) <= result.stats["needed_bytes"] * 1.01
