@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,7 +16,9 @@ from ._output import run
 from ._request import OutputSpec, parse_output
 from ._settings import Settings
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "s3slice"))
+# Logs go to stderr: Lambda sends both streams to CloudWatch, and on the command line
+# stdout carries only the JSON response.
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "s3slice"), stream=sys.stderr)
 
 # Stop this long before Lambda's hard timeout, so that nothing is left half-written.
 SAFETY_MARGIN_MS = 3000
