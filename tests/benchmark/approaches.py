@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib.resources
 import io
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -266,8 +267,18 @@ def pyarrow_dataset(t: Target) -> Run:
 def duckdb_httpfs(t: Target) -> Run:
     import duckdb
 
-    con = duckdb.connect(config={"autoinstall_known_extensions": False})
-    con.execute("LOAD httpfs")
+    # DuckDB cannot download extensions here; the PyPI package duckdb-extension-httpfs
+    # ships the binary for one DuckDB version, loaded by path (no ~/.duckdb install).
+    ext = (
+        importlib.resources.files("duckdb_extension_httpfs")
+        / "extensions"
+        / f"v{duckdb.__version__}"
+        / "httpfs.duckdb_extension"
+    )
+    con = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "enable_progress_bar": False}
+    )
+    con.execute(f"LOAD '{ext}'")
     con.execute(
         f"""CREATE SECRET bench (TYPE s3, KEY_ID '{ACCESS_KEY}', SECRET '{SECRET_KEY}',
         REGION '{REGION}', ENDPOINT '{t.host_port}', URL_STYLE 'path', USE_SSL false)"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -43,7 +43,7 @@ def default() -> tuple[Alarms, Template]:
 
 
 def alarm(template: Template, alarms: Alarms, name: str) -> dict[str, Any]:
-    logical_id = alarms.stack.get_logical_id(getattr(alarms, name).node.default_child)
+    logical_id = Stack.of(alarms).get_logical_id(getattr(alarms, name).node.default_child)
     properties = template.to_json()["Resources"][logical_id]["Properties"]
     assert isinstance(properties, dict)
     return properties

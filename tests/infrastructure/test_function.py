@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import Stack
 from aws_cdk.assertions import Match, Template
 
 from s3slice_cdk.function import (
@@ -96,7 +97,7 @@ def test_role_has_only_logs_and_tracing(default: tuple[ReadFunction, Template]) 
         "ManagedPolicyArns": Match.absent(),
     })
     (policy,) = template.find_resources("AWS::IAM::Policy").values()
-    log_group_id = construct.stack.get_logical_id(construct.log_group.node.default_child)
+    log_group_id = Stack.of(construct).get_logical_id(construct.log_group.node.default_child)
     assert policy["Properties"]["PolicyDocument"]["Statement"] == [
         {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Effect": "Allow",
          "Resource": {"Fn::GetAtt": [log_group_id, "Arn"]}},

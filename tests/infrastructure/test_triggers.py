@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
@@ -40,7 +40,7 @@ def test_queue_is_encrypted_with_a_dead_letter_queue(
         default: tuple[Triggers, Template]) -> None:
     triggers, template = default
     template.resource_count_is("AWS::SQS::Queue", 2)
-    dlq_id = triggers.stack.get_logical_id(triggers.dead_letter_queue.node.default_child)
+    dlq_id = Stack.of(triggers).get_logical_id(triggers.dead_letter_queue.node.default_child)
     template.has_resource_properties("AWS::SQS::Queue", {
         "VisibilityTimeout": 1800,
         "SqsManagedSseEnabled": True,
@@ -68,7 +68,7 @@ def test_both_queues_refuse_plain_http(default: tuple[Triggers, Template]) -> No
 
 def test_only_the_bucket_may_send(default: tuple[Triggers, Template]) -> None:
     triggers, template = default
-    queue_id = triggers.stack.get_logical_id(triggers.queue.node.default_child)
+    queue_id = Stack.of(triggers).get_logical_id(triggers.queue.node.default_child)
     template.has_resource_properties("AWS::SQS::QueuePolicy", {
         "Queues": [{"Ref": queue_id}],
         "PolicyDocument": {"Statement": Match.array_with([{
@@ -99,7 +99,7 @@ def test_one_notification_rule_per_suffix(default: tuple[Triggers, Template]) ->
 
 def test_event_source_reports_batch_item_failures(default: tuple[Triggers, Template]) -> None:
     triggers, template = default
-    queue_id = triggers.stack.get_logical_id(triggers.queue.node.default_child)
+    queue_id = Stack.of(triggers).get_logical_id(triggers.queue.node.default_child)
     template.has_resource_properties("AWS::Lambda::EventSourceMapping", {
         "EventSourceArn": {"Fn::GetAtt": [queue_id, "Arn"]},
         "FunctionResponseTypes": ["ReportBatchItemFailures"],

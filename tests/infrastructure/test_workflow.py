@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aws_cdk import Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
@@ -120,7 +121,7 @@ def test_retries_and_catches_the_error_contract(distributed_map: dict[str, Any])
 
 def test_logging_and_tracing(default: tuple[Workflow, Template]) -> None:
     workflow, template = default
-    log_group_id = workflow.stack.get_logical_id(workflow.log_group.node.default_child)
+    log_group_id = Stack.of(workflow).get_logical_id(workflow.log_group.node.default_child)
     template.has_resource_properties("AWS::StepFunctions::StateMachine", {
         "StateMachineType": "STANDARD",
         "TracingConfiguration": {"Enabled": True},
