@@ -246,8 +246,8 @@ def pyarrow_dataset(t: Target) -> Run:
             dataset = ds.dataset(path, filesystem=fs, format=t.format)
             table = dataset.to_table(
                 columns={
-                    g: pc.cast(pc.field(g), pa.string()),
-                    "nz": pc.cast(pc.not_equal(pc.field(v), 0), pa.float64()),
+                    g: pc.field(g).cast(pa.string()),
+                    "nz": (pc.field(v) != 0).cast(pa.float64()),
                 },
                 filter=flt,
             )
