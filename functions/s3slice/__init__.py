@@ -14,6 +14,7 @@ from typing import Any
 from ._engine import FOOTER_CACHE, Engine, FooterCache, ReadResult
 from ._errors import (
     AccessDeniedError,
+    ConfigurationError,
     FilterSyntaxError,
     ForbiddenQueryError,
     ObjectChangedError,
@@ -23,14 +24,15 @@ from ._errors import (
     OutputError,
     QueryError,
     RequestError,
+    ResultTooLargeError,
     S3SliceError,
     S3SliceThrottledError,
     S3SliceTransientError,
     TimeoutBudgetError,
     UnknownColumnError,
+    error_types,
 )
 from ._fetch import Fetcher, LocalFetcher, RecordingFetcher, S3Fetcher
-from ._output import ResultTooLargeError
 from ._output import run as _run
 from ._request import ObjectRef, OutputSpec, Query, Request, parse_request
 from ._settings import Settings
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "FOOTER_CACHE",
     "AccessDeniedError",
+    "ConfigurationError",
     "Engine",
     "Fetcher",
     "FilterSyntaxError",
@@ -67,6 +70,7 @@ __all__ = [
     "Settings",
     "TimeoutBudgetError",
     "UnknownColumnError",
+    "error_types",
     "parse_request",
     "read",
     "run",

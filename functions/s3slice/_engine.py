@@ -220,8 +220,8 @@ class Engine:
                 self.fetcher.get_ranges(obj, [(0, obj.size)], etag=obj.etag, sink=image.write,
                                         concurrency=1)
                 with image.source() as f:
-                    tail = f.read_at(min(obj.size, s.footer_size), max(0, obj.size -
-                                                                       s.footer_size))
+                    tail = _read_at(f, max(0, obj.size - s.footer_size),
+                                    min(obj.size, s.footer_size))
                 footer = _parse_footer_retrying(tail, obj, obj.size, image)
             except BaseException:
                 image.close()
@@ -271,9 +271,12 @@ class Engine:
                 columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
                 plan = _plan.plan_parquet(footer, columns=columns,
                                           predicate=analysis.predicate, uri=obj.uri)
-                strategy, inputs = ("single", {"object_bytes": footer.size,
-                                               "needed_bytes": plan.needed_bytes}) \
-                    if whole is not None else self.choose(plan)
+                inputs: dict[str, Any]
+                if whole is not None:
+                    strategy, inputs = "single", {"object_bytes": footer.size,
+                                                  "needed_bytes": plan.needed_bytes}
+                else:
+                    strategy, inputs = self.choose(plan)
                 inputs["footer"] = footer_via
             held = (footer.size - footer.length, footer.size)
             if strategy == "batches":
@@ -366,5 +369,10 @@ def _parse_footer_retrying(tail: bytes, obj: ObjectRef, size: int, image: Image)
         return _plan.parse_footer(tail, size=size, uri=obj.uri)
     except _plan.FooterTooLarge as more:
         with image.source() as f:
-            return _plan.parse_footer(f.read_at(more.needed, size - more.needed), size=size,
+            return _plan.parse_footer(_read_at(f, size - more.needed, more.needed), size=size,
                                       uri=obj.uri)
+
+
+def _read_at(f: pa.NativeFile, offset: int, nbytes: int) -> bytes:
+    f.seek(offset)
+    return bytes(f.read(nbytes))

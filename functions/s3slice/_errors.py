@@ -4,7 +4,9 @@ Every failure the service can name is one of these. The class name is the contra
 Lambda reports it as ``errorType``, so Step Functions can ``Retry``/``Catch`` by name.
 
     S3SliceError
+    ├── ConfigurationError      the function's environment is invalid (found at cold start)
     ├── RequestError            the request or event is malformed (permanent)
+    │   └── ResultTooLargeError rows asked for inline exceed Lambda's response limit
     ├── QueryError              the query cannot run against the data (permanent)
     │   ├── UnknownColumnError
     │   ├── FilterSyntaxError
@@ -37,12 +39,24 @@ class S3SliceError(Exception):
                 "retryable": self.retryable}
 
 
+class ConfigurationError(S3SliceError):
+    """The function's configuration (its environment) is invalid or would recurse."""
+
+    def __init__(self, message: str, *, variable: str | None = None) -> None:
+        super().__init__(f"{variable}: {message}" if variable else message)
+        self.variable = variable
+
+
 class RequestError(S3SliceError):
     """The request (or event) is malformed: a missing, mistyped or invalid field."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(f"{field}: {message}" if field else message)
         self.field = field
+
+
+class ResultTooLargeError(RequestError):
+    """The rows asked for inline do not fit in a Lambda response."""
 
 
 class QueryError(S3SliceError):
@@ -106,3 +120,19 @@ class S3SliceTransientError(S3SliceError):
 
 class S3SliceThrottledError(S3SliceTransientError):
     """S3 kept answering SlowDown/503 past the retries."""
+
+
+def error_types(*, retryable: bool) -> tuple[str, ...]:
+    """Every error type name the service can raise, permanent or retryable.
+
+    Step Functions matches ``errorType`` by exact name, never by base class, so a
+    ``Catch`` or ``Retry`` must list each concrete name; the workflow is built from this.
+    """
+    names: list[str] = []
+    pending: list[type[S3SliceError]] = [S3SliceError]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls is not S3SliceError and cls.retryable == retryable:
+            names.append(cls.__name__)
+    return tuple(sorted(names))

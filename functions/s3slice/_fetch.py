@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import (
     AccessDeniedError,
@@ -25,6 +25,10 @@ from ._errors import (
 )
 from ._request import ObjectRef
 from ._settings import Settings
+
+if TYPE_CHECKING:
+    from obstore import GetOptions
+    from obstore.store import ClientConfig, RetryConfig, S3Config
 
 Range = tuple[int, int]
 # Called with each fetched part as it arrives: (start offset, bytes-like).
@@ -124,8 +128,8 @@ class S3Fetcher:
             store = self._stores.get(bucket)
             if store is None:
                 s = self.settings
-                config: dict[str, Any] = {"region": s.region}
-                client: dict[str, Any] = {"timeout": dt.timedelta(seconds=s.request_timeout_s),
+                config: S3Config = {"region": s.region}
+                client: ClientConfig = {"timeout": dt.timedelta(seconds=s.request_timeout_s),
                                           "connect_timeout": dt.timedelta(seconds=5)}
                 if s.endpoint_url:
                     config["endpoint"] = s.endpoint_url
@@ -137,7 +141,7 @@ class S3Fetcher:
                     from obstore.auth.boto3 import Boto3CredentialProvider
 
                     provider = Boto3CredentialProvider()
-                retry = {"max_retries": 5, "retry_timeout": dt.timedelta(seconds=60),
+                retry: RetryConfig = {"max_retries": 5, "retry_timeout": dt.timedelta(seconds=60),
                          "backoff": {"init_backoff": dt.timedelta(milliseconds=100),
                                      "max_backoff": dt.timedelta(seconds=5), "base": 2}}
                 store = S3Store(bucket, config=config, client_options=client,
@@ -167,7 +171,7 @@ class S3Fetcher:
         store = self._store(obj.bucket)
 
         async def one(sem: asyncio.Semaphore, start: int, end: int) -> None:
-            options: dict[str, Any] = {"range": (start, end)}
+            options: GetOptions = {"range": (start, end)}
             if etag:
                 options["if_match"] = etag
             async with sem:

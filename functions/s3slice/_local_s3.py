@@ -6,6 +6,7 @@ path imports this module.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -29,13 +30,18 @@ class LocalS3:
     def __init__(self, *, port: int = 0,
                  middleware: Callable[[WSGIApp], WSGIApp] | None = None) -> None:
         try:
-            from moto.server import DomainDispatcherApplication, create_backend_app
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                create_backend_app,
+            )
             from werkzeug.serving import make_server
         except ImportError as e:  # pragma: no cover - depends on the install
             raise RuntimeError("the embedded S3 needs moto: pip install 's3slice[local]'") from e
         app: WSGIApp = DomainDispatcherApplication(create_backend_app)
         if middleware is not None:
             app = middleware(app)
+        # werkzeug logs one access line per request; the server's own errors still show.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
         self._server = make_server("127.0.0.1", port, app, threaded=True)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="s3slice-local-s3", daemon=True)

@@ -19,16 +19,12 @@ from typing import Any
 import polars as pl
 
 from ._engine import Engine, ReadResult, Timings
-from ._errors import OutputError, RequestError
+from ._errors import OutputError, ResultTooLargeError
 from ._request import ObjectRef, OutputSpec, Request, parse_request
 
 # Lambda's synchronous response limit is 6 MB; rows returned inline stay well under it.
 MAX_INLINE_BYTES = 5 * 1024 * 1024
 EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "ndjson"}
-
-
-class ResultTooLargeError(RequestError):
-    """The rows asked for inline do not fit in a Lambda response."""
 
 
 def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:

@@ -98,7 +98,7 @@ def row_group_stats(md: pq.FileMetaData, index: int,
                 lo = hi = None
         out[name] = P.ColumnStats(
             num_rows=rg.num_rows, min=lo, max=hi,
-            null_count=s.null_count if s.has_null_count else None,
+            null_count=s.null_count if getattr(s, "has_null_count", True) else None,
             is_float=s.physical_type in ("FLOAT", "DOUBLE"))
     return out
 

@@ -112,7 +112,7 @@ def _sql_expr(text: str) -> pl.Expr:
         raise FilterSyntaxError(f"filter {text!r}: {e}") from e
 
 
-def _parse(text: str, field: str) -> exp.Expression:
+def _parse(text: str, field: str) -> exp.Expr:
     try:
         parsed = sqlglot.parse(text)
     except (ParseError, TokenError) as e:
@@ -123,7 +123,7 @@ def _parse(text: str, field: str) -> exp.Expression:
     return statements[0]
 
 
-def _check_functions(tree: exp.Expression, field: str) -> None:
+def _check_functions(tree: exp.Expr, field: str) -> None:
     for node in tree.find_all(exp.Func):
         name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
         if name.startswith(_FILE_FUNCTIONS):
@@ -131,16 +131,16 @@ def _check_functions(tree: exp.Expression, field: str) -> None:
                                       "reads only its own sources")
 
 
-def _unqualified(tree: exp.Expression) -> exp.Expression:
+def _unqualified(tree: exp.Expr) -> exp.Expr:
     """A copy with table qualifiers dropped from column references (``s.a`` → ``a``)."""
-    def strip(node: exp.Expression) -> exp.Expression:
+    def strip(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.table:
             return exp.column(node.this.copy())
         return node
     return tree.copy().transform(strip)
 
 
-def _literal(node: exp.Expression) -> tuple[bool, Any]:
+def _literal(node: exp.Expr) -> tuple[bool, Any]:
     """(True, value) when ``node`` is a constant the statistics can be compared with."""
     if isinstance(node, exp.Paren):
         return _literal(node.this)
@@ -172,12 +172,12 @@ def _literal(node: exp.Expression) -> tuple[bool, Any]:
     return False, None
 
 
-_CMP: dict[type[exp.Expression], P.CmpOp] = {
+_CMP: dict[type[exp.Expr], P.CmpOp] = {
     exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
 }
 
 
-def to_predicate(node: exp.Expression) -> P.Pred:
+def to_predicate(node: exp.Expr) -> P.Pred:
     """The part of a condition the statistics can judge; the rest becomes ``Opaque``."""
     if isinstance(node, exp.Paren):
         return to_predicate(node.this)
@@ -217,7 +217,7 @@ def to_predicate(node: exp.Expression) -> P.Pred:
     return P.TRUE
 
 
-def _column_names(tree: exp.Expression) -> set[str]:
+def _column_names(tree: exp.Expr) -> set[str]:
     return {c.name for c in tree.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
 
 
