@@ -42,7 +42,7 @@ typecheck: $(STAMP)
 
 # What CI runs: lint, then unit, functional and integration tests (a real S3 server
 # on loopback).
-test: $(STAMP) lint
+test: $(STAMP) lint typecheck
 	$(VENV)/bin/pytest tests/unit tests/functional tests/integration -m "not benchmark" -p no:cacheprovider
 
 # The quick loop: no layer builds, no CDK CLI.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -32,14 +33,21 @@ class LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+def _invoke(event: Any, context: LambdaContext) -> Any:
+    """The handler, with anything it prints (EMF metrics) sent to stderr: stdout carries
+    only the response."""
+    from .handler import lambda_handler
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return lambda_handler(event, context)
+
+
 def _print(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from .handler import lambda_handler
-
     if args.endpoint_url:
         os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
     request: dict[str, Any] = {
@@ -57,18 +65,16 @@ def _cmd_query(args: argparse.Namespace) -> int:
         request["output"] = {"uri": args.output, "format": args.format}
     if args.return_rows:
         request["return_rows"] = True
-    _print(lambda_handler(request, LambdaContext()))
+    _print(_invoke(request, LambdaContext()))
     return 0
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
-    from .handler import lambda_handler
-
     if args.endpoint_url:
         os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
     with open(args.event, encoding="utf-8") as f:
         event = json.load(f)
-    _print(lambda_handler(event, LambdaContext(timeout_s=args.timeout)))
+    _print(_invoke(event, LambdaContext(timeout_s=args.timeout)))
     return 0
 
 

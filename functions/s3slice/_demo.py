@@ -30,8 +30,7 @@ def sample_table(rows: int, *, seed: int = 4) -> pl.DataFrame:
 def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
     import boto3
 
-    from .__main__ import LambdaContext, _print
-    from .handler import lambda_handler
+    from .__main__ import LambdaContext, _invoke, _print
 
     for name, value in LOCAL_CREDENTIALS.items():
         os.environ.setdefault(name, value)
@@ -59,7 +58,7 @@ def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
         }
         print(f"\nrequest:  {request}\n")
         started = time.perf_counter()
-        response = lambda_handler(request, LambdaContext())
+        response = _invoke(request, LambdaContext())
         elapsed = time.perf_counter() - started
         print("response:")
         _print(response)

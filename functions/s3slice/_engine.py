@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import polars as pl
@@ -76,16 +76,24 @@ class FooterCache:
 FOOTER_CACHE = FooterCache(64 * 1024 * 1024)
 
 
+def _no_span(name: str) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
 @dataclasses.dataclass
 class Timings:
+    """Milliseconds per phase, summed over objects; each phase may also open a trace span."""
+
     ms: dict[str, float] = dataclasses.field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    span: Callable[[str], AbstractContextManager[None]] = _no_span
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
         try:
-            yield
+            with self.span(name):
+                yield
         finally:
             with self._lock:
                 self.ms[name] += (time.perf_counter() - t0) * 1000
@@ -98,6 +106,7 @@ class ObjectResult:
     size: int
     row_groups: int
     row_groups_read: int
+    rows_in: int  # rows in the row groups read (before the row filter)
     needed_bytes: int
     strategy: str
     inputs: dict[str, Any]
@@ -130,6 +139,10 @@ class Engine:
         self.fetcher: Fetcher = fetcher if fetcher is not None else S3Fetcher(settings)
         self.footers = footer_cache if footer_cache is not None else FOOTER_CACHE
         self.deadline = deadline or (lambda: None)
+        #: Opens a trace span per phase; the entry point sets it when tracing is on.
+        self.span: Callable[[str], AbstractContextManager[None]] = _no_span
+        #: Wraps work handed to another thread (to carry the trace context there).
+        self.bind: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda fn: fn
 
     # ------------------------------------------------------------------ sources
 
@@ -156,7 +169,7 @@ class Engine:
         started = time.perf_counter()
         before = (self.fetcher.counters.requests, self.fetcher.counters.bytes)
         analysis = analyze(request.query)
-        timings = Timings()
+        timings = Timings(span=self.span)
         with timings.phase("plan"):
             objects = self.resolve(request)
         workers = max(1, min(len(objects), 8))
@@ -164,8 +177,8 @@ class Engine:
             results = [self.read_object(o, analysis, timings) for o in objects]
         else:
             with ThreadPoolExecutor(workers, thread_name_prefix="s3slice-obj") as pool:
-                results = list(pool.map(lambda o: self.read_object(o, analysis, timings),
-                                        objects))
+                results = list(pool.map(
+                    self.bind(lambda o: self.read_object(o, analysis, timings)), objects))
         self.deadline()
         with timings.phase("execute"):
             per_object = None
@@ -182,6 +195,7 @@ class Engine:
             "object_bytes": sum(r.size for r in results),
             "row_groups": sum(r.row_groups for r in results),
             "row_groups_read": sum(r.row_groups_read for r in results),
+            "rows_in": sum(r.rows_in for r in results),
             "needed_bytes": sum(r.needed_bytes for r in results),
             "bytes_fetched": counters.bytes - before[1],
             "requests": counters.requests - before[0],
@@ -306,7 +320,10 @@ class Engine:
             raise
         return ObjectResult(obj=obj, frame=frame, size=footer.size,
                             row_groups=footer.metadata.num_row_groups,
-                            row_groups_read=len(plan.row_groups), needed_bytes=plan.needed_bytes,
+                            row_groups_read=len(plan.row_groups),
+                            rows_in=sum(footer.metadata.row_group(g).num_rows
+                                        for g in plan.row_groups),
+                            needed_bytes=plan.needed_bytes,
                             strategy=strategy, inputs=inputs)
 
     def _read_batches(self, obj: ObjectRef, plan: _plan.Plan, analysis: Analysis,

@@ -1,11 +1,17 @@
-"""The Lambda entry point: event → Request → run → Response. Nothing else lives here."""
+"""The Lambda entry point: event → route → run → response. Nothing else lives here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._entry import handle
+from ._entry import config, handle
+from ._observe import metrics
+
+# Validate the function's configuration at cold start: a bad deployment fails its init
+# with a ConfigurationError naming the variable, before any event is taken.
+config()
 
 
+@metrics.log_metrics
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     return handle(event, context)

@@ -1,0 +1,129 @@
+"""The function's own configuration: what triggered runs query and where they write.
+
+Read from the environment once, at cold start, and validated there, so a bad deployment
+fails on its first invocation with a ``ConfigurationError`` naming the variable instead
+of failing object by object.
+
+============================  ==========================================================
+``S3SLICE_QUERY``             the query for triggered objects, as JSON: ``{"sql": ...}``
+                              or ``{"columns": [...], "filter": ..., "limit": ...}``
+``S3SLICE_OUTPUT_URI``        where results go: ``s3://bucket/prefix/``
+``S3SLICE_OUTPUT_FORMAT``     ``parquet`` (default), ``csv`` or ``json``
+``S3SLICE_OUTPUT_COMPRESSION``  as in the request's ``output.compression``
+``S3SLICE_SOURCE_URIS``       comma-separated ``s3://bucket/prefix/`` the triggers watch
+============================  ==========================================================
+
+Recursion guard: an object under the output location is never processed, and a
+configuration whose output lies inside a watched source location is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import ConfigurationError, QueryError, RequestError
+from ._query import analyze
+from ._request import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
+
+QUERY_FIELDS = frozenset({"sql", "columns", "filter", "limit"})
+
+
+def _under(bucket: str, key: str, location: tuple[str, str]) -> bool:
+    """Whether ``bucket/key`` lies in ``location`` (a bucket and a key prefix)."""
+    return bucket == location[0] and key.startswith(location[1])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    query: Query | None = None
+    output: OutputSpec | None = None
+    sources: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if env is None else env
+        query = None
+        raw_query = env.get("S3SLICE_QUERY", "").strip()
+        if raw_query:
+            query = parse_query_config(raw_query, variable="S3SLICE_QUERY")
+        output = None
+        if env.get("S3SLICE_OUTPUT_URI"):
+            spec: dict[str, Any] = {"uri": env["S3SLICE_OUTPUT_URI"]}
+            for name in ("format", "compression"):
+                value = env.get(f"S3SLICE_OUTPUT_{name.upper()}")
+                if value:
+                    spec[name] = value
+            try:
+                output = parse_output(spec, field="output")
+            except RequestError as e:
+                raise ConfigurationError(e.message, variable="S3SLICE_OUTPUT_URI") from None
+        sources: list[tuple[str, str]] = []
+        for i, uri in enumerate(u.strip() for u in env.get("S3SLICE_SOURCE_URIS", "").split(",")):
+            if not uri:
+                continue
+            try:
+                sources.append(parse_s3_uri(uri, field=f"S3SLICE_SOURCE_URIS[{i}]"))
+            except RequestError as e:
+                raise ConfigurationError(e.message, variable="S3SLICE_SOURCE_URIS") from None
+        config = cls(query=query, output=output, sources=tuple(sources))
+        config.check_recursion()
+        return config
+
+    def check_recursion(self) -> None:
+        """Refuse an output location that the function's own triggers watch."""
+        if self.output is None:
+            return
+        out = (self.output.bucket, self.output.prefix)
+        for bucket, prefix in self.sources:
+            # Either prefix containing the other means outputs can land in a watched place.
+            if bucket == out[0] and (out[1].startswith(prefix) or prefix.startswith(out[1])):
+                raise ConfigurationError(
+                    f"the output location {self.output.uri} overlaps the watched source "
+                    f"s3://{bucket}/{prefix}: every result would trigger the function again",
+                    variable="S3SLICE_OUTPUT_URI")
+
+    def is_output(self, obj: ObjectRef, output: OutputSpec | None = None) -> bool:
+        """Whether ``obj`` lies under this configuration's (or ``output``'s) location."""
+        outputs = [o for o in (self.output, output) if o is not None]
+        return any(_under(obj.bucket, obj.key, (o.bucket, o.prefix)) for o in outputs)
+
+    def require(self, *, what: str) -> tuple[Query, OutputSpec]:
+        """The query and output a triggered run needs, or a clear error."""
+        missing = [name for name, v in (("S3SLICE_QUERY", self.query),
+                                        ("S3SLICE_OUTPUT_URI", self.output)) if v is None]
+        if missing:
+            raise ConfigurationError(f"{what} needs {' and '.join(missing)} to be set",
+                                     variable=missing[0])
+        assert self.query is not None
+        assert self.output is not None
+        return self.query, self.output
+
+
+def parse_query_config(raw: str | Mapping[str, Any], *, variable: str) -> Query:
+    """A query given as configuration (JSON text or an object) rather than a request."""
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            # Plain SQL is accepted too.
+            value = {"sql": raw}
+    else:
+        value = raw
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"expected a JSON object with 'sql' or 'columns'/'filter', "
+                                 f"got {type(value).__name__}", variable=variable)
+    unknown = set(value) - QUERY_FIELDS
+    if unknown:
+        raise ConfigurationError(f"unknown field(s) {sorted(unknown)}; expected some of "
+                                 f"{sorted(QUERY_FIELDS)}", variable=variable)
+    try:
+        query = parse_query(value)
+        # Analysed now, so a bad column expression or forbidden SQL fails at cold start.
+        analyze(query)
+    except (RequestError, QueryError) as e:
+        raise ConfigurationError(e.message, variable=variable) from None
+    return query

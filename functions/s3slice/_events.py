@@ -1,0 +1,190 @@
+"""Event shapes: which entry point an event came from, and the objects it names.
+
+Parsed with Powertools' event source data classes. The shapes, exactly as AWS sends them
+(samples in ``events/``):
+
+- S3 event notification: ``{"Records": [{"eventSource": "aws:s3", "s3": {...}}]}``;
+  keys are URL-encoded, the object's size and ETag come with it.
+- EventBridge "Object Created" from S3: ``{"source": "aws.s3", "detail-type": ..., "detail":
+  {"bucket": {"name"}, "object": {"key", "size", "etag"}}}``; keys are not URL-encoded.
+- SQS: ``{"Records": [{"eventSource": "aws:sqs", "messageId", "body"}]}`` whose bodies are
+  S3 notifications (or EventBridge events, or either wrapped by SNS); S3's
+  ``s3:TestEvent`` is ignored.
+- Step Functions: a Distributed Map batch ``{"Items": [...], "BatchInput": {...}}`` or one
+  item ``{"Item": {...}, "BatchInput": {...}}``, items as listObjectsV2 gives them
+  (``Key``, ``Size``, ``Etag``), ``BatchInput`` holding ``bucket``, ``query`` and ``output``.
+- Anything else is a direct-invoke request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.data_classes import (
+    S3Event,
+    S3EventBridgeNotificationEvent,
+    SQSRecord,
+)
+
+from ._errors import ConfigurationError, RequestError
+from ._request import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
+
+Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test"]
+
+#: Fields a Step Functions ``BatchInput`` may carry.
+BATCH_INPUT_FIELDS = frozenset({"bucket", "query", "output"})
+
+
+def classify(event: object) -> Kind:
+    """Which entry point ``event`` came through."""
+    if not isinstance(event, Mapping):
+        raise RequestError(f"an event must be a JSON object, got {type(event).__name__}")
+    records = event.get("Records")
+    if isinstance(records, list) and records and isinstance(records[0], Mapping):
+        source = records[0].get("eventSource") or records[0].get("EventSource")
+        if source == "aws:s3":
+            return "s3"
+        if source == "aws:sqs":
+            return "sqs"
+        raise RequestError(f"records from {source!r} are not handled; expected aws:s3 or "
+                           "aws:sqs", field="Records[0].eventSource")
+    if event.get("Event") == "s3:TestEvent":
+        return "s3-test"
+    if event.get("source") == "aws.s3" and "detail-type" in event:
+        return "eventbridge"
+    if "Items" in event:
+        return "sfn-batch"
+    if "Item" in event:
+        return "sfn-item"
+    return "direct"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Skipped:
+    uri: str
+    reason: str
+
+
+def s3_notification_objects(event: Mapping[str, Any]) -> list[ObjectRef | Skipped]:
+    """The created objects an S3 notification names; other event types are skipped."""
+    out: list[ObjectRef | Skipped] = []
+    for i, record in enumerate(S3Event(dict(event)).records):
+        try:
+            bucket = record.s3.bucket.name
+            obj = record.s3.get_object
+            ref = object_ref(bucket, obj.key, size=obj.raw_event.get("size"),
+                             etag=obj.raw_event.get("eTag"), url_encoded=True)
+            name = record.event_name
+        except (KeyError, TypeError, AttributeError) as e:
+            raise RequestError(f"not an S3 notification record: missing {e}",
+                               field=f"Records[{i}]") from None
+        if not name.startswith("ObjectCreated:"):
+            out.append(Skipped(uri=ref.uri, reason=f"event {name} is not an object creation"))
+        else:
+            out.append(ref)
+    return out
+
+
+def eventbridge_object(event: Mapping[str, Any]) -> ObjectRef | Skipped:
+    ev = S3EventBridgeNotificationEvent(dict(event))
+    try:
+        ref = object_ref(ev.detail.bucket.name, ev.detail.object.key,
+                         size=ev.detail.object.size, etag=ev.detail.object.raw_event.get("etag"))
+    except (KeyError, TypeError) as e:
+        raise RequestError(f"not an S3 EventBridge event: missing {e}", field="detail") from None
+    if ev.detail_type != "Object Created":
+        return Skipped(uri=ref.uri, reason=f"event {ev.detail_type!r} is not an object creation")
+    return ref
+
+
+def sqs_body_objects(record: SQSRecord) -> list[ObjectRef | Skipped]:
+    """The objects one SQS message names (an S3 notification, possibly via SNS)."""
+    try:
+        body = json.loads(record.body)
+    except ValueError as e:
+        raise RequestError(f"message {record.message_id}: the body is not JSON: {e}",
+                           field="body") from None
+    if isinstance(body, Mapping) and body.get("Type") == "Notification" and "Message" in body:
+        try:
+            body = json.loads(body["Message"])
+        except ValueError as e:
+            raise RequestError(f"message {record.message_id}: the SNS message is not JSON: "
+                               f"{e}", field="body.Message") from None
+    kind = classify(body)
+    if kind == "s3":
+        return s3_notification_objects(body)
+    if kind == "eventbridge":
+        return [eventbridge_object(body)]
+    if kind == "s3-test":
+        return []
+    raise RequestError(f"message {record.message_id}: expected an S3 notification, got "
+                       f"{sorted(body)[:5] if isinstance(body, Mapping) else type(body).__name__}",
+                       field="body")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchInput:
+    bucket: str | None
+    query: Query | None
+    output: OutputSpec | None
+
+
+def parse_batch_input(raw: object) -> BatchInput:
+    from ._config import parse_query_config
+
+    if raw is None:
+        return BatchInput(bucket=None, query=None, output=None)
+    if not isinstance(raw, Mapping):
+        raise RequestError(f"expected an object, got {type(raw).__name__}", field="BatchInput")
+    unknown = set(raw) - BATCH_INPUT_FIELDS
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}; expected some of "
+                           f"{sorted(BATCH_INPUT_FIELDS)}", field="BatchInput")
+    bucket = raw.get("bucket")
+    if bucket is not None:
+        if not isinstance(bucket, str) or not bucket:
+            raise RequestError(f"expected a bucket name, got {bucket!r}",
+                               field="BatchInput.bucket")
+        if bucket.startswith("s3://"):
+            bucket = parse_s3_uri(bucket, field="BatchInput.bucket")[0]
+    query = None
+    if raw.get("query") is not None:
+        q = raw["query"]
+        if not isinstance(q, Mapping | str):
+            raise RequestError(f"expected an object or SQL text, got {type(q).__name__}",
+                               field="BatchInput.query")
+        try:
+            query = parse_query_config(q, variable="BatchInput.query")
+        except ConfigurationError as e:  # here the input is at fault, not the function
+            raise RequestError(str(e)) from None
+    output = parse_output(raw.get("output"), field="BatchInput.output")
+    return BatchInput(bucket=bucket, query=query, output=output)
+
+
+def item_object(item: object, *, bucket: str | None, field: str) -> ObjectRef:
+    """One listObjectsV2 item (``Key``, ``Size``, ``Etag``) as an object."""
+    if not isinstance(item, Mapping):
+        raise RequestError(f"expected an object with Key, got {type(item).__name__}",
+                           field=field)
+    key = item.get("Key")
+    if not isinstance(key, str) or not key:
+        raise RequestError(f"expected a non-empty Key, got {key!r}", field=f"{field}.Key")
+    item_bucket = item.get("Bucket", bucket)
+    if not isinstance(item_bucket, str) or not item_bucket:
+        raise RequestError("no bucket: give BatchInput.bucket (or Bucket in the item)",
+                           field=f"{field}.Bucket")
+    return object_ref(item_bucket, key, size=item.get("Size"),
+                      etag=item.get("Etag", item.get("ETag")))
+
+
+def step_functions_objects(event: Mapping[str, Any], kind: Kind,
+                           bucket: str | None) -> list[ObjectRef]:
+    if kind == "sfn-item":
+        return [item_object(event["Item"], bucket=bucket, field="Item")]
+    items = event["Items"]
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        raise RequestError(f"expected a list, got {type(items).__name__}", field="Items")
+    return [item_object(it, bucket=bucket, field=f"Items[{i}]") for i, it in enumerate(items)]

@@ -1,0 +1,130 @@
+"""Logging, metrics and tracing, with Powertools.
+
+- Logs: structured JSON on stderr, with the request id and, per object, its URI as the
+  correlation keys. (Lambda sends both streams to CloudWatch; on the command line stdout
+  carries only the JSON response.)
+- Metrics: CloudWatch EMF, flushed once per invocation: bytes fetched, requests, rows in
+  and out, objects per strategy, per-phase durations and errors by type. Off with
+  ``POWERTOOLS_METRICS_DISABLED=true``.
+- Tracing: an X-Ray subsegment per phase (plan, fetch, execute, write), only when the
+  function runs in Lambda with tracing on and the X-Ray SDK is importable; otherwise
+  every span is a no-op context manager and nothing is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
+
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "s3slice")
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "s3slice")
+
+logger = Logger(service=SERVICE, stream=sys.stderr)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+PHASE_METRICS = {"plan": "PlanTime", "fetch": "FetchTime", "execute": "ExecuteTime",
+                 "write": "WriteTime", "total": "TotalTime"}
+
+
+def record_stats(stats: Mapping[str, Any]) -> None:
+    """One invocation's (or one object's) stats as metrics."""
+    metrics.add_metric(name="Objects", unit=MetricUnit.Count, value=stats.get("objects", 0))
+    metrics.add_metric(name="ObjectBytes", unit=MetricUnit.Bytes,
+                       value=stats.get("object_bytes", 0))
+    metrics.add_metric(name="BytesFetched", unit=MetricUnit.Bytes,
+                       value=stats.get("bytes_fetched", 0))
+    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=stats.get("requests", 0))
+    metrics.add_metric(name="RowsIn", unit=MetricUnit.Count, value=stats.get("rows_in", 0))
+    metrics.add_metric(name="RowsOut", unit=MetricUnit.Count, value=stats.get("rows_out", 0))
+    for phase, ms in stats.get("timings_ms", {}).items():
+        if phase in PHASE_METRICS:
+            metrics.add_metric(name=PHASE_METRICS[phase], unit=MetricUnit.Milliseconds,
+                               value=ms)
+    for strategy in str(stats.get("strategy", "")).split("+"):
+        if strategy:
+            _single("ObjectsByStrategy", "Strategy", strategy)
+
+
+def record_error(error_type: str) -> None:
+    _single("Errors", "ErrorType", error_type)
+
+
+def _single(name: str, dimension: str, value: str) -> None:
+    if not metrics_enabled():
+        return
+    with single_metric(name=name, unit=MetricUnit.Count, value=1, namespace=NAMESPACE,
+                       default_dimensions={"service": SERVICE}) as m:
+        m.add_dimension(name=dimension, value=value)
+
+
+def metrics_enabled() -> bool:
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    return not is_metrics_disabled()
+
+
+class Tracing:
+    """Subsegments per phase when X-Ray is live; free no-ops otherwise."""
+
+    def __init__(self) -> None:
+        self._recorder: Any = None
+        self._checked = False
+
+    @property
+    def recorder(self) -> Any:
+        if not self._checked:
+            self._checked = True
+            self._recorder = _xray_recorder()
+        return self._recorder
+
+    @contextlib.contextmanager
+    def span(self, name: str, **annotations: str | int | float | bool) -> Iterator[None]:
+        recorder = self.recorder
+        if recorder is None:
+            yield
+            return
+        with recorder.in_subsegment(name) as sub:
+            for key, value in annotations.items():
+                sub.put_annotation(key, value)
+            yield
+
+    def bind(self, fn: F) -> F:
+        """``fn`` run in another thread under the caller's trace entity (X-Ray's context
+        is thread-local, so a pool's subsegments would otherwise be orphans)."""
+        recorder = self.recorder
+        if recorder is None:
+            return fn
+        entity = recorder.get_trace_entity()
+
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            recorder.set_trace_entity(entity)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                recorder.clear_trace_entities()
+        return bound  # type: ignore[return-value]
+
+
+def _xray_recorder() -> Any:
+    disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower() in ("1", "true")
+    in_lambda = bool(os.environ.get("LAMBDA_TASK_ROOT")) and not os.environ.get("AWS_SAM_LOCAL")
+    if disabled or not in_lambda or os.environ.get("_X_AMZN_TRACE_ID") is None:
+        return None
+    if importlib.util.find_spec("aws_xray_sdk") is None:
+        logger.warning("tracing is on but the X-Ray SDK is not installed; no subsegments")
+        return None
+    from aws_lambda_powertools import Tracer
+
+    return Tracer(service=SERVICE).provider
+
+
+tracing = Tracing()
