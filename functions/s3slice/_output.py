@@ -82,7 +82,7 @@ def run(request: Request | Mapping[str, Any], *, engine: Engine,
     if request.return_rows or request.output is None:
         response["rows"] = inline_rows(result.frame)
     if request.output is not None:
-        timings = Timings()
+        timings = Timings(span=engine.span)
         with timings.phase("write"):
             response["outputs"] = write_outputs(result, request, request.output, engine)
         stats["timings_ms"]["write"] = round(timings.ms["write"], 1)

@@ -223,8 +223,25 @@ def parse_request(raw: object, *, default_output: OutputSpec | None = None) -> R
     if not isinstance(return_rows, bool):
         raise RequestError(f"expected true or false, got {return_rows!r}", field="return_rows")
     output = parse_output(raw.get("output")) or default_output
-    return Request(sources=_parse_sources(raw.get("source")), query=parse_query(raw),
-                   output=output, return_rows=return_rows)
+    sources = _parse_sources(raw.get("source"))
+    if output is not None:
+        _check_disjoint(sources, output)
+    return Request(sources=sources, query=parse_query(raw), output=output,
+                   return_rows=return_rows)
+
+
+def _check_disjoint(sources: Sequence[SourceSpec], output: OutputSpec) -> None:
+    """Refuse an output that a source would read back (the recursion guard)."""
+    for i, src in enumerate(sources):
+        if src.bucket != output.bucket:
+            continue
+        field = "source" if len(sources) == 1 else f"source[{i}]"
+        if src.is_prefix and output.prefix.startswith(src.key):
+            raise RequestError(f"{output.uri} lies inside the source prefix {src.uri}; "
+                               "results would be read back as input", field="output.uri")
+        if src.key.startswith(output.prefix):
+            raise RequestError(f"{src.uri} lies under the output location {output.uri}; "
+                               "outputs are never read as input", field=field)
 
 
 def object_ref(bucket: str, key: str, *, size: object = None, etag: object = None,
@@ -234,4 +251,5 @@ def object_ref(bucket: str, key: str, *, size: object = None, etag: object = Non
         key = unquote(key.replace("+", " "))
     return ObjectRef(bucket=bucket, key=key,
                      size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-                     etag=etag if isinstance(etag, str) and etag else None)
+                     etag=f'"{etag.strip(chr(34))}"' if isinstance(etag, str) and etag.strip('"')
+                     else None)
