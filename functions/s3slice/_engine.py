@@ -27,6 +27,7 @@ from ._image import FileImage, Image, MemoryImage
 from ._query import Analysis, analyze, collect
 from ._request import ObjectRef, Request, parse_request
 from ._settings import Settings
+from ._text import InputSpec, decompress, read_text
 
 logger = logging.getLogger("s3slice")
 
@@ -174,11 +175,12 @@ class Engine:
             objects = self.resolve(request)
         workers = max(1, min(len(objects), 8))
         if workers == 1:
-            results = [self.read_object(o, analysis, timings) for o in objects]
+            results = [self.read_object(o, analysis, timings, request.input) for o in objects]
         else:
             with ThreadPoolExecutor(workers, thread_name_prefix="s3slice-obj") as pool:
                 results = list(pool.map(
-                    self.bind(lambda o: self.read_object(o, analysis, timings)), objects))
+                    self.bind(lambda o: self.read_object(o, analysis, timings, request.input)),
+                    objects))
         self.deadline()
         with timings.phase("execute"):
             per_object = None
@@ -209,17 +211,58 @@ class Engine:
         return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
                           per_object=per_object)
 
-    def read_object(self, obj: ObjectRef, analysis: Analysis, timings: Timings) -> ObjectResult:
+    def read_object(self, obj: ObjectRef, analysis: Analysis, timings: Timings,
+                    spec: InputSpec | None = None) -> ObjectResult:
         """Read one object; an ETag change mid-read restarts it once."""
+        def attempt(o: ObjectRef) -> ObjectResult:
+            if spec is not None and spec.format != "parquet":
+                return self._read_text(o, analysis, spec, timings)
+            return self._read_parquet(o, analysis, timings)
+
         try:
-            return self._read_parquet(obj, analysis, timings)
+            return attempt(obj)
         except PreconditionFailed:
             logger.warning("object changed during the read; restarting", extra={"uri": obj.uri})
         try:
-            return self._read_parquet(dataclasses.replace(obj, etag=None), analysis, timings)
+            return attempt(dataclasses.replace(obj, etag=None))
         except PreconditionFailed:
             raise ObjectChangedError("the object changed twice while being read",
                                      uri=obj.uri) from None
+
+    def _read_text(self, obj: ObjectRef, analysis: Analysis, spec: InputSpec,
+                   timings: Timings) -> ObjectResult:
+        """CSV/JSON: the whole object in parallel parts (the first GET learns the size and
+        brings the tail), decompressed and parsed, then the row filter."""
+        s = self.settings
+        self.deadline()
+        with timings.phase("fetch"):
+            tail = self.fetcher.get_tail(obj, s.footer_size)
+            size = tail.size
+            if len(tail.data) >= size:
+                data = tail.data
+            else:
+                image = MemoryImage(size)
+                try:
+                    head = size - len(tail.data)
+                    image.write(head, memoryview(tail.data))
+                    self.fetcher.get_ranges(obj, _plan.split([(0, head)], s.part_size),
+                                            etag=tail.etag, sink=image.write,
+                                            concurrency=s.max_concurrency)
+                    with image.source() as f:
+                        data = _read_at(f, 0, size)
+                finally:
+                    image.close()
+        self.deadline()
+        with timings.phase("execute"):
+            frame = read_text(decompress(data, spec.compression, uri=obj.uri), spec,
+                              uri=obj.uri)
+            analysis.needed_columns(frame.columns, source=obj.uri)
+            rows_in = frame.height
+            frame = collect(analysis.prefilter(frame.lazy()))
+        return ObjectResult(obj=obj, frame=frame, size=size, row_groups=0, row_groups_read=0,
+                            rows_in=rows_in, needed_bytes=size, strategy="whole-text",
+                            inputs={"object_bytes": size, "format": spec.format,
+                                    "compression": spec.compression})
 
     def _footer(self, obj: ObjectRef) -> tuple[_plan.Footer, str | None, Image | None, str]:
         """The object's footer, its ETag, and (for small objects) the whole object."""

@@ -36,6 +36,7 @@ from ._errors import RequestError, S3SliceError, TimeoutBudgetError
 from ._observe import logger, record_error, record_stats, tracing
 from ._output import run
 from ._request import ObjectRef, OutputSpec, Query, Request
+from ._select import run_select
 from ._settings import Settings
 
 # Stop this long before Lambda's hard timeout, so that nothing is left half-written.
@@ -103,6 +104,10 @@ def handle(event: Any, context: Any) -> dict[str, Any]:
     try:
         if kind == "direct":
             return _direct(event, engine, cfg)
+        if kind == "s3-select":
+            response = run_select(event, engine=engine)
+            record_stats(response["stats"])
+            return response
         if kind == "s3-test":
             logger.info("s3:TestEvent ignored")
             return {"status": "ok", "objects": []}

@@ -13,6 +13,7 @@ Parsed with Powertools' event source data classes. The shapes, exactly as AWS se
 - Step Functions: a Distributed Map batch ``{"Items": [...], "BatchInput": {...}}`` or one
   item ``{"Item": {...}, "BatchInput": {...}}``, items as listObjectsV2 gives them
   (``Key``, ``Size``, ``Etag``), ``BatchInput`` holding ``bucket``, ``query`` and ``output``.
+- S3 Select: ``{"Bucket", "Key", "Expression", "InputSerialization", ...}`` (``_select``).
 - Anything else is a direct-invoke request.
 """
 
@@ -32,7 +33,8 @@ from aws_lambda_powertools.utilities.data_classes import (
 from ._errors import ConfigurationError, RequestError
 from ._request import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
 
-Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test"]
+Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test",
+               "s3-select"]
 
 #: Fields a Step Functions ``BatchInput`` may carry.
 BATCH_INPUT_FIELDS = frozenset({"bucket", "query", "output"})
@@ -55,6 +57,8 @@ def classify(event: object) -> Kind:
         return "s3-test"
     if event.get("source") == "aws.s3" and "detail-type" in event:
         return "eventbridge"
+    if "Expression" in event and "Bucket" in event:
+        return "s3-select"
     if "Items" in event:
         return "sfn-batch"
     if "Item" in event:

@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 from urllib.parse import unquote
 
 from ._errors import RequestError
+from ._text import InputSpec
 
 OutputFormat = Literal["parquet", "csv", "json"]
 OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)
@@ -95,12 +96,16 @@ class Request:
     query: Query
     output: OutputSpec | None = None
     return_rows: bool = False
+    #: How to read the sources; Parquet when not given.
+    input: InputSpec | None = None
 
     def query_hash(self) -> str:
         """A stable hash of what determines the result's content (not where it goes)."""
         material = {"query": self.query.canonical(),
                     "format": self.output.format if self.output else None,
                     "compression": self.output.compression if self.output else None}
+        if self.input is not None:
+            material["input"] = dataclasses.asdict(self.input)
         blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

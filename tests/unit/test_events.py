@@ -33,6 +33,7 @@ def load(name: str) -> Any:
     ("sqs-s3-notification.json", "sqs"),
     ("sfn-map-batch.json", "sfn-batch"),
     ("sfn-item.json", "sfn-item"),
+    ("s3-select.json", "s3-select"),
     ("direct-invoke.json", "direct"),
     ("direct-invoke-sql.json", "direct"),
 ])
