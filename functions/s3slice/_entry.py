@@ -188,8 +188,9 @@ def _run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, outpu
     if failures:
         first = failures[0]
         if len(objects) > 1:
-            first.args = (f"{first.message} ({len(failures)} of {len(objects)} objects "
-                          f"failed; the others were written)",)
+            first.message = (f"{first.message} ({len(failures)} of {len(objects)} objects "
+                             "failed; the rest were processed)")
+            first.args = (first.message,)
         raise first
     response = {"status": "ok", "objects": results, "stats": totals}
     return _compact(response) if compact else response
