@@ -10,6 +10,7 @@ from typing import Any
 import aws_cdk as cdk
 import cdk_nag
 
+from .function import check_layer_dir
 from .settings import REPO_DIR, SettingsError, StackSettings
 from .stack import S3SliceStack
 
@@ -32,11 +33,16 @@ def build_app(context: Mapping[str, Any] | None = None, *,
               outdir: str | None = None) -> tuple[cdk.App, S3SliceStack]:
     """The app and its one stack. Environment-agnostic: synth makes no AWS call.
 
-    ``context`` is added to what the CLI passes (``cdk.json`` and ``--context``).
-    cdk-nag's AwsSolutions checks run unless the ``nag`` setting is false.
+    ``context`` is added to what the CLI passes (``cdk.json`` and ``--context``), and
+    ``cdk.json``'s own context (its feature flags) is the base, so that running
+    ``python3 cdk/app.py`` without the CLI synthesizes the same stack. Values the CLI
+    passes win over both. cdk-nag's AwsSolutions checks run unless the ``nag`` setting is
+    false. A missing layer fails here, before any construct is made.
     """
-    app = cdk.App(context=dict(context or {}), outdir=outdir)
+    app = cdk.App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
     settings = StackSettings.from_context(app.node.try_get_context)
+    check_layer_dir(settings.resolved_layer_dir, architecture=settings.architecture,
+                    python_version=settings.python_version)
     stack = S3SliceStack(
         app, STACK_NAME, settings=settings,
         description="s3slice: a Lambda read service for Parquet, CSV and JSON in S3",

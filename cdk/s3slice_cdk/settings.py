@@ -246,7 +246,8 @@ class StackSettings:
             raw = get(_key(field.name))
             if raw is None or (raw == "" and field.name not in _EMPTY_ALLOWED):
                 continue
-            kwargs[field.name] = _PARSERS.get(field.name, _parse_str)(field.name, raw)
+            parse: Callable[[str, Any], Any] = _PARSERS.get(field.name, _parse_str)
+            kwargs[field.name] = parse(field.name, raw)
         return cls(**kwargs)
 
 

@@ -58,9 +58,15 @@ class Triggers(Construct):
                 queue=self.dead_letter_queue, max_receive_count=props.max_receive_count),
         )
         suffixes: Sequence[str | None] = list(props.suffixes) or [None]
+        #: The key filters of the notification rules (none: every new object in the bucket).
         self.filters: list[s3.NotificationKeyFilter] = []
         destination = s3n.SqsDestination(self.queue)
         for suffix in suffixes:
+            if not props.prefix and suffix is None:
+                # The whole bucket, any key: one rule without a filter (CDK rejects an
+                # empty NotificationKeyFilter).
+                props.bucket.add_event_notification(s3.EventType.OBJECT_CREATED, destination)
+                continue
             key_filter = s3.NotificationKeyFilter(prefix=props.prefix or None, suffix=suffix)
             props.bucket.add_event_notification(
                 s3.EventType.OBJECT_CREATED, destination, key_filter)

@@ -28,6 +28,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from .function import retention
+from .service_errors import PERMANENT_ERRORS, RETRYABLE_ERRORS
 from .settings import OutputFormat
 
 #: Lambda's own transient errors: retried with backoff.
@@ -38,11 +39,15 @@ LAMBDA_RETRYABLE_ERRORS = (
     "Lambda.SdkClientException",
     "Lambda.ClientExecutionTimeoutException",
 )
-#: The service's retryable error types (raised by the function; the contract).
+#: The service's throttling error: retried with a longer interval than the other
+#: retryable errors (``RETRYABLE_ERRORS``). Every permanent one (``PERMANENT_ERRORS``) is
+#: caught and fails the batch at once. Step Functions matches each by its exact name.
 THROTTLED_ERROR = "S3SliceThrottledError"
-TRANSIENT_ERROR = "S3SliceTransientError"
-#: The service's permanent error types: retrying cannot help, the batch fails at once.
-PERMANENT_ERRORS = ("QueryError", "ObjectError", "RequestError", "TimeoutBudgetError")
+if THROTTLED_ERROR not in RETRYABLE_ERRORS:
+    raise ImportError(f"{THROTTLED_ERROR} is no longer one of the function's retryable "
+                      f"errors {RETRYABLE_ERRORS}; update the workflow's retries")
+#: The other retryable errors (network failures that outlived the function's retries).
+TRANSIENT_ERRORS = tuple(e for e in RETRYABLE_ERRORS if e != THROTTLED_ERROR)
 
 #: The feature flag under which ``resultWriterV2`` is rendered (set on this construct).
 RESULT_WRITER_V2_FLAG = "@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2"
@@ -130,8 +135,10 @@ class Workflow(Construct):
                             max_attempts=6, backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
         self.task.add_retry(errors=[THROTTLED_ERROR], interval=Duration.seconds(5),
                             max_attempts=6, backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
-        self.task.add_retry(errors=[TRANSIENT_ERROR], interval=Duration.seconds(2),
-                            max_attempts=3, backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
+        if TRANSIENT_ERRORS:
+            self.task.add_retry(errors=list(TRANSIENT_ERRORS), interval=Duration.seconds(2),
+                                max_attempts=3, backoff_rate=2,
+                                jitter_strategy=sfn.JitterType.FULL)
         permanent = sfn.Fail(
             self, "PermanentError",
             comment="A typed error that retrying cannot fix; counts against the tolerance",

@@ -133,12 +133,19 @@ def test_error_message_says_what_to_do() -> None:
     ({"workflowMaxConcurrency": "10001"}, "workflowMaxConcurrency"),
     ({"workflowToleratedFailurePercentage": "101"}, "workflowToleratedFailurePercentage"),
     ({"nag": "maybe"}, "nag"),
-    ({"sourceSuffixes": ".json,.geojson"}, "sourceSuffixes"),
+    ({"sourceSuffixes": "json,.geojson"}, "sourceSuffixes"),
     ({"sourceSuffixes": ".csv,.csv"}, "sourceSuffixes"),
 ])
 def test_invalid_settings_name_their_key(context: dict[str, Any], key: str) -> None:
     with pytest.raises(SettingsError, match=key):
         from_context(**context)
+
+
+def test_suffixes_overlap_only_as_strings() -> None:
+    """S3 compares suffixes as strings: ``.geojson`` does not end with ``.json``, so keys
+    ending in one never match the other and both rules can coexist."""
+    settings = from_context(sourceSuffixes=".json,.geojson")
+    assert settings.source_suffixes == (".json", ".geojson")
 
 
 def test_largest_values_are_accepted() -> None:

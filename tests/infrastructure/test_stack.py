@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from s3slice_cdk.function import LayerNotBuiltError
 from s3slice_cdk.settings import SettingsError
 from tests.infrastructure.support import (
     CDK_DIR,
+    REPO_DIR,
     Synthesized,
     state_machine_definition,
 )
@@ -59,8 +63,17 @@ def policy_statements(synth: Synthesized, role_id: str) -> dict[str, list[dict[s
 
 
 def canonical(statements: list[dict[str, Any]]) -> list[str]:
-    """Statements as sorted JSON: compared exactly, but regardless of order."""
-    return sorted(json.dumps(s, sort_keys=True) for s in statements)
+    """Statements as sorted JSON: compared exactly, but regardless of the order of the
+    statements and of a statement's actions and resources (IAM gives order no meaning;
+    CDK's policy minimization sorts resources by their rendering)."""
+    def unordered(statement: dict[str, Any]) -> dict[str, Any]:
+        normal = dict(statement)
+        for key in ("Action", "Resource"):
+            if isinstance(normal.get(key), list):
+                normal[key] = sorted(normal[key], key=lambda v: json.dumps(v, sort_keys=True))
+        return normal
+
+    return sorted(json.dumps(unordered(s), sort_keys=True) for s in statements)
 
 
 def get_att(logical_id: str, attribute: str = "Arn") -> dict[str, Any]:
@@ -251,6 +264,9 @@ def test_code_asset_is_the_functions_package(default_stack: Synthesized) -> None
     staged = Path(default_stack.app.outdir) / f"asset.{key.removesuffix('.zip')}"
     assert (staged / "s3slice" / "handler.py").is_file()
     assert not [p for p in staged.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    # ... and nothing but the package: test_layer.py adds functions/s3slice (less
+    # __pycache__) to the layer's size and checks the sum against Lambda's limit
+    assert [p.name for p in staged.iterdir()] == ["s3slice"]
 
 
 # ----------------------------------------------------------------------------- triggers
@@ -299,6 +315,26 @@ def test_workflow_defaults_and_results_location(imported_stack: Synthesized) -> 
     assert state["ToleratedFailurePercentage"] == 10
 
 
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+def test_workflow_retries_and_catches_every_error_type_by_name(
+        which: str, request: pytest.FixtureRequest) -> None:
+    """Step Functions matches ``errorType`` by exact name: the composed template lists every
+    name ``s3slice.error_types`` gives, not only the bases of the error tree."""
+    from s3slice import error_types
+
+    synth: Synthesized = request.getfixturevalue(which)
+    processor = state_machine_definition(synth.json)["States"]["ProcessObjects"][
+        "ItemProcessor"]
+    task = processor["States"][processor["StartAt"]]
+    retried = [error for retrier in task["Retry"] for error in retrier["ErrorEquals"]]
+    (catch,) = task["Catch"]
+    assert "UnknownColumnError" in catch["ErrorEquals"]
+    assert catch["ErrorEquals"] == list(error_types(retryable=False))
+    assert set(error_types(retryable=True)) <= set(retried)
+    assert not set(retried) & set(catch["ErrorEquals"])
+    assert processor["States"][catch["Next"]]["Type"] == "Fail"
+
+
 # ----------------------------------------------------------------------------- alarms
 def test_alarms_default_have_no_actions(default_stack: Synthesized) -> None:
     default_stack.template.resource_count_is("AWS::CloudWatch::Alarm", 5)
@@ -336,18 +372,33 @@ def test_output_inside_watched_prefix_fails_synth(stand_in_layer: Path) -> None:
                    "sourcePrefix": "data/", "outputPrefix": "data/out/"})
 
 
-def test_app_entry_point_prints_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    """``python3 cdk/app.py`` (what cdk.json runs) exits 1 with the message, no traceback."""
-    import importlib.util
+def test_app_entry_point_prints_the_reason(tmp_path: Path) -> None:
+    """``python3 cdk/app.py`` (what cdk.json runs) exits 1 with the message, no traceback.
 
-    spec = importlib.util.spec_from_file_location("s3slice_cdk_app_main", CDK_DIR / "app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    # The CLI hands the app its context in this variable.
-    monkeypatch.setenv("CDK_CONTEXT_JSON", json.dumps({"layerDir": str(tmp_path / "none")}))
-    assert module.main() == 1
-    message = capsys.readouterr().err
-    assert message.startswith("s3slice: the Lambda layer directory")
+    Run as the CLI runs it, in a process of its own: the CLI hands the app its context
+    in ``CDK_CONTEXT_JSON``, which CDK reads in its jsii (Node.js) process, so setting the
+    variable in this test's process, whose jsii process is already running, would not
+    reach it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CDK_", "AWS_"))}
+    env["CDK_CONTEXT_JSON"] = json.dumps({"layerDir": str(tmp_path / "none")})
+    env["CDK_OUTDIR"] = str(tmp_path / "cdk.out")
+    result = subprocess.run([sys.executable, str(CDK_DIR / "app.py")], cwd=REPO_DIR, env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 1, result.stderr[-3000:]
+    message = result.stderr
+    assert message.startswith("s3slice: the Lambda layer directory"), message[-3000:]
+    assert str(tmp_path / "none") in message
     assert "python layers/build.py --arch arm64" in message
+    assert "Traceback" not in message
+    assert not (tmp_path / "cdk.out" / "S3Slice.template.json").exists()  # nothing synthesized
+
+
+def test_app_without_the_cli_has_cdk_json_feature_flags(stand_in_layer: Path,
+                                                         tmp_path: Path) -> None:
+    """Run without the CLI (no cdk.json context passed in), the app still builds with
+    cdk.json's feature flags, so it makes the same stack as ``cdk synth``."""
+    app, stack = build_app({"layerDir": str(stand_in_layer), "nag": False},
+                           outdir=str(tmp_path))
+    for flag, value in cdk_json_context().items():
+        assert app.node.try_get_context(flag) == value, flag
+    assert stack.access_logs_bucket is not None

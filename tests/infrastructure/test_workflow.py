@@ -10,9 +10,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
+from s3slice_cdk.service_errors import load_error_types
 from s3slice_cdk.workflow import (
     LAMBDA_RETRYABLE_ERRORS,
-    PERMANENT_ERRORS,
     Workflow,
     WorkflowProps,
 )
@@ -94,29 +94,75 @@ def test_results_are_written_to_s3(distributed_map: dict[str, Any]) -> None:
     assert writer["Parameters"] == {"Bucket": "acme-out", "Prefix": "workflow-results/"}
 
 
-def test_retries_and_catches_the_error_contract(distributed_map: dict[str, Any]) -> None:
+def task_state(distributed_map: dict[str, Any]) -> dict[str, Any]:
     processor = distributed_map["ItemProcessor"]
     task = processor["States"][processor["StartAt"]]
     assert task["Type"] == "Task"
+    assert isinstance(task, dict)
+    return task
+
+
+def test_retries_and_catches_the_error_contract(distributed_map: dict[str, Any]) -> None:
+    from s3slice import error_types  # the function package itself, as Lambda runs it
+
+    retryable, permanent = error_types(retryable=True), error_types(retryable=False)
+    processor = distributed_map["ItemProcessor"]
+    task = task_state(distributed_map)
     assert task["Resource"] == FUNCTION_ARN  # the payload is the batch, the output the response
     retried = [error for retrier in task["Retry"] for error in retrier["ErrorEquals"]]
     assert retried == [*LAMBDA_RETRYABLE_ERRORS, "S3SliceThrottledError",
-                       "S3SliceTransientError"]
+                       *(e for e in retryable if e != "S3SliceThrottledError")]
     assert {"Lambda.TooManyRequestsException", "Lambda.ServiceException",
             "Lambda.AWSLambdaException", "Lambda.SdkClientException"} <= set(retried)
     for retrier in task["Retry"]:
         assert retrier["BackoffRate"] == 2
         assert retrier["MaxAttempts"] >= 3
         assert retrier["JitterStrategy"] == "FULL"
-    assert not set(retried) & set(PERMANENT_ERRORS)
     (catch,) = task["Catch"]
-    assert catch["ErrorEquals"] == ["QueryError", "ObjectError", "RequestError",
-                                    "TimeoutBudgetError"]
+    # Step Functions matches errorType by exact name, never by base class: every concrete
+    # permanent error is listed, not just the bases of the tree.
+    assert catch["ErrorEquals"] == list(permanent)
+    assert {"UnknownColumnError", "FilterSyntaxError", "ForbiddenQueryError",
+            "ObjectNotFoundError", "AccessDeniedError", "ObjectFormatError",
+            "ObjectChangedError", "ResultTooLargeError", "OutputError", "QueryError",
+            "ObjectError", "RequestError", "TimeoutBudgetError"} <= set(catch["ErrorEquals"])
+    assert not set(retried) & set(catch["ErrorEquals"])
     failure = processor["States"][catch["Next"]]
     assert failure["Type"] == "Fail"
     assert (failure["ErrorPath"], failure["CausePath"]) == ("$.failure.Error",
                                                             "$.failure.Cause")
     assert catch["ResultPath"] == "$.failure"
+
+
+def test_every_service_error_type_is_retried_or_caught(
+        distributed_map: dict[str, Any]) -> None:
+    """Each name ``s3slice.error_types`` gives is in exactly the right list, and each
+    concrete class of the function's error tree has its name there."""
+    import s3slice
+    from s3slice import error_types
+
+    task = task_state(distributed_map)
+    retried = {error for retrier in task["Retry"] for error in retrier["ErrorEquals"]}
+    (catch,) = task["Catch"]
+    caught = set(catch["ErrorEquals"])
+    for name in error_types(retryable=True):
+        assert name in retried, name
+        assert name not in caught, name
+    for name in error_types(retryable=False):
+        assert name in caught, name
+        assert name not in retried, name
+    # ... and error_types itself misses none of the tree
+    tree: list[type[s3slice.S3SliceError]] = [s3slice.S3SliceError]
+    classes = set()
+    while tree:
+        cls = tree.pop()
+        tree.extend(cls.__subclasses__())
+        classes.add(cls)
+    named = {c.__name__ for c in classes} - {"S3SliceError"}
+    assert named == set(error_types(retryable=True)) | set(error_types(retryable=False))
+    assert named <= retried | caught
+    # the CDK app reads the same file by path (it does not import the package)
+    assert load_error_types() == (error_types(retryable=True), error_types(retryable=False))
 
 
 def test_logging_and_tracing(default: tuple[Workflow, Template]) -> None:
