@@ -6,9 +6,11 @@
     python layers/build.py --native --check        # this machine's arch and Python, then
                                                    # import and use every library from it
 
-Steps: ``pip install --target <out>/python`` of the manylinux wheels pinned in
+Steps: ``pip install --no-deps --target <out>/python`` of the manylinux wheels pinned in
 ``layers/requirements.txt`` for the target architecture, CPython version and the Lambda
-runtime's glibc; remove what the service never loads (see ``TRIM_RULES``); run
+runtime's glibc; check that the pins are the whole closure (every requirement of every
+pinned distribution, for the target, is pinned or provided by the Lambda runtime: see
+``RUNTIME_PROVIDED``); remove what the service never loads (see ``TRIM_RULES``); run
 ``strip --strip-unneeded`` over every ELF file; check that every shared library a kept
 ELF file needs is in the layer or in the runtime's base system; measure the unzipped size
 (the sum of file sizes, which is what Lambda's 250 MB limit counts) and write
@@ -29,6 +31,7 @@ import argparse
 import dataclasses
 import fnmatch
 import hashlib
+import importlib
 import inspect
 import json
 import os
@@ -71,6 +74,11 @@ SYSTEM_LIBS: frozenset[str] = frozenset({
     "libgcc_s.so.1", "libstdc++.so.6", "libutil.so.1", "libresolv.so.2", "libnsl.so.1",
     "libcrypt.so.1", "ld-linux-aarch64.so.1", "ld-linux-x86-64.so.2",
 })
+
+
+#: Distributions the Lambda Python runtime ships (with their own dependencies), which the
+#: layer therefore neither bundles nor pins. aws-xray-sdk's botocore is one of them.
+RUNTIME_PROVIDED: frozenset[str] = frozenset({"boto3", "botocore", "s3transfer"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +149,9 @@ REQUIRED: tuple[str, ...] = (
     "sqlglot/__init__.py",
     "jmespath/__init__.py",
     "typing_extensions.py",
+    "aws_xray_sdk/core/__init__.py",
+    "wrapt/__init__.py",
+    "wrapt/_wrappers.*.so",
 )
 
 #: Paths that must not be in the trimmed layer (``fnmatch`` over relative posix paths).
@@ -259,6 +270,63 @@ def check_pins(site: Path, pins: dict[str, str]) -> None:
         problems.append("version differs from the pin: " + ", ".join(wrong))
     if problems:
         raise BuildError("; ".join(problems))
+
+
+def _packaging(module: str) -> Any:
+    """``packaging.<module>``, installed or the copy pip vendors (the build runs pip)."""
+    try:
+        return importlib.import_module(f"packaging.{module}")
+    except ImportError:  # pragma: no cover - depends on the build interpreter
+        return importlib.import_module(f"pip._vendor.packaging.{module}")
+
+
+def marker_environment(target: Target) -> dict[str, str]:
+    """PEP 508 marker values of the Lambda runtime ``target`` describes."""
+    if target.native:
+        return dict(_packaging("markers").default_environment())
+    return {
+        "implementation_name": "cpython", "implementation_version": f"{target.python}.0",
+        "os_name": "posix", "platform_machine": target.machine,
+        "platform_python_implementation": "CPython", "platform_release": "",
+        "platform_system": "Linux", "platform_version": "",
+        "python_full_version": f"{target.python}.0", "python_version": target.python,
+        "sys_platform": "linux",
+    }
+
+
+def check_closure(site: Path, pins: dict[str, str], target: Target) -> None:
+    """Every requirement of every installed distribution (for ``target``, no extras) is
+    pinned at a version it accepts, or is provided by the Lambda runtime.
+
+    The wheels are installed with ``--no-deps`` (so that what the runtime provides, such
+    as aws-xray-sdk's botocore, is not installed), so this is the closure check pip's
+    resolver would otherwise make."""
+    parse_requirement = _packaging("requirements").Requirement
+    parse_version = _packaging("version").Version
+    environment = {**marker_environment(target), "extra": ""}
+    problems: list[str] = []
+    for info in sorted(site.glob("*.dist-info")):
+        dist = normalize(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+        for line in (info / "METADATA").read_text(encoding="utf-8").splitlines():
+            if not line:
+                break
+            if not line.startswith("Requires-Dist:"):
+                continue
+            requirement = parse_requirement(line.split(":", 1)[1].strip())
+            if requirement.marker is not None and not requirement.marker.evaluate(environment):
+                continue
+            name = normalize(requirement.name)
+            if name in RUNTIME_PROVIDED:
+                continue
+            if name not in pins:
+                problems.append(f"{dist} needs {requirement}, which is not pinned")
+            elif not requirement.specifier.contains(parse_version(pins[name]),
+                                                    prereleases=True):
+                problems.append(f"{dist} needs {requirement}, but {name}=={pins[name]} is "
+                                "pinned")
+    if problems:
+        raise BuildError(f"the pins in {REQUIREMENTS.name} are not a closure: "
+                         + "; ".join(problems))
 
 
 # ------------------------------------------------------------------------------- ELF
@@ -457,7 +525,8 @@ def pip_install(site: Path, target: Target, requirements: Path, *, wheels: Path,
     """
     pip = [sys.executable, "-m", "pip"]
     common = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off",
-              "--quiet", "--only-binary=:all:", "--requirement", str(requirements)]
+              "--quiet", "--only-binary=:all:", "--no-deps", "--requirement",
+              str(requirements)]
     if not target.native:
         common += ["--implementation", "cp", "--python-version", target.python]
         for tag in target.platforms():
@@ -609,10 +678,11 @@ def fingerprint(target: Target, requirements: Path, strip: bool) -> str:
     h = hashlib.sha256()
     h.update(requirements.read_bytes())
     h.update(json.dumps([dataclasses.asdict(target), target.platforms(), strip]).encode())
-    for step in (pip_install, trim, remove_duplicate_libs, strip_all, check_layer,
-                 check_elf_closure, measure, _build):
+    for step in (pip_install, check_closure, trim, remove_duplicate_libs, strip_all,
+                 check_layer, check_elf_closure, measure, _build):
         h.update(inspect.getsource(step).encode())
-    h.update(repr((TRIM_RULES, REQUIRED, FORBIDDEN, sorted(SYSTEM_LIBS))).encode())
+    h.update(repr((TRIM_RULES, REQUIRED, FORBIDDEN, sorted(SYSTEM_LIBS),
+                   sorted(RUNTIME_PROVIDED))).encode())
     if target.native:
         h.update(sys.version.encode())
     return h.hexdigest()
@@ -743,6 +813,7 @@ def _build(opts: BuildOptions, out: Path, stamp: str) -> dict[str, Any]:
                                   tmp=stage)
         timings["install"] = time.monotonic() - t0
         check_pins(site, pins)
+        check_closure(site, pins, target)
         untrimmed = tree_size(site)[0]
 
         t = time.monotonic()

@@ -125,13 +125,23 @@ def check_sqlglot() -> None:
 
 
 def check_powertools() -> None:
-    """Structured logs and EMF metrics go to stdout. Constructing a Tracer needs the X-Ray
-    SDK (the [tracer] extra), which is not bundled: only its import is checked."""
+    """Structured logs and EMF metrics go to stdout; Tracer's X-Ray SDK is there, with
+    wrapt's compiled wrappers. (The SDK's recorder needs botocore, which the Lambda runtime
+    provides and this isolated interpreter does not have: the integration tests on the
+    layer construct it.)"""
     Logger(service="smoke").info("layer smoke check", extra={"rows": ROWS})
     metrics = Metrics(namespace="s3slice-smoke", service="smoke")
     metrics.add_metric(name="Rows", unit=MetricUnit.Count, value=ROWS)
     metrics.flush_metrics()
     assert Tracer.__name__ == "Tracer"
+    import aws_xray_sdk
+    import wrapt
+    from wrapt import __wrapt__
+
+    assert aws_xray_sdk.global_sdk_config.sdk_enabled() in (True, False)
+    assert wrapt.ObjectProxy(ROWS) == ROWS
+    # the compiled extension loaded (wrapt falls back to pure Python when it cannot)
+    assert __wrapt__._using_c_extension, "wrapt's _wrappers extension did not load"
 
 
 def check_isolation() -> None:

@@ -179,9 +179,12 @@ def test_function_role_statements_imported(imported_stack: Synthesized) -> None:
 def test_state_machine_role_statements_imported(imported_stack: Synthesized) -> None:
     i = ids(imported_stack)
     policies = policy_statements(imported_stack, i["state_machine_role"])
+    assert len(policies) == 2
     default_policy = next(v for k, v in policies.items() if "DefaultPolicy" in k)
-    s3_statements = [s for s in default_policy if str(s["Action"]).find("s3:") >= 0]
-    assert canonical(s3_statements) == canonical([
+    assert canonical(default_policy) == canonical([
+        {"Action": "lambda:InvokeFunction", "Effect": "Allow",
+         "Resource": [get_att(i["function"]), join(get_att(i["function"]), ":*")]},
+        {"Action": STATES_LOGGING_AND_TRACING, "Effect": "Allow", "Resource": "*"},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-landing"),
          "Condition": {"StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-reference"),
@@ -190,6 +193,90 @@ def test_state_machine_role_statements_imported(imported_stack: Synthesized) -> 
                     "s3:PutObject"], "Effect": "Allow",
          "Resource": s3_arn("acme-results/runs/*")},
     ])
+    distributed_map = next(v for k, v in policies.items() if "DistributedMapPolicy" in k)
+    assert [s["Action"] for s in distributed_map] == [
+        "states:StartExecution", ["states:DescribeExecution", "states:StopExecution"],
+        "states:RedriveExecution"]
+    assert distributed_map[0]["Resource"] == {"Ref": i["state_machine"]}
+
+
+def test_notifications_handler_may_configure_only_the_watched_bucket_imported(
+        imported_stack: Synthesized) -> None:
+    handler_policies = [
+        policy for name, policy in imported_stack.resources("AWS::IAM::Policy").items()
+        if "NotificationsHandlerPolicy" in name]
+    (policy,) = handler_policies
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Action": ["s3:GetBucketNotification", "s3:PutBucketNotification"],
+         "Effect": "Allow", "Resource": s3_arn("acme-landing")}]
+
+
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+def test_every_role_and_policy_is_accounted_for(which: str,
+                                                request: pytest.FixtureRequest) -> None:
+    """No grant hides outside the statements asserted above: exactly three roles, each
+    assumable by its service only; no inline, managed or other identity policies, except
+    the AWS managed basic execution role of CDK's notifications handler; exactly the four
+    IAM policies compared statement by statement above, each on its own role."""
+    synth: Synthesized = request.getfixturevalue(which)
+    i = ids(synth)
+    roles = synth.resources("AWS::IAM::Role")
+    (handler_role,) = [name for name in roles if name.startswith("BucketNotificationsHandler")]
+    assert set(roles) == {i["function_role"], i["state_machine_role"], handler_role}
+    for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::User", "AWS::IAM::Group",
+                 "AWS::IAM::InstanceProfile", "AWS::IAM::AccessKey", "AWS::Lambda::Permission",
+                 "AWS::Lambda::Url", "AWS::SNS::TopicPolicy"):
+        assert synth.resources(kind) == {}, kind
+    trusted = {i["function_role"]: "lambda.amazonaws.com",
+               i["state_machine_role"]: "states.amazonaws.com",
+               handler_role: "lambda.amazonaws.com"}
+    for name, role in roles.items():
+        properties = role["Properties"]
+        assert "Policies" not in properties, name
+        (trust,) = properties["AssumeRolePolicyDocument"]["Statement"]
+        assert (trust["Effect"], trust["Action"], trust["Principal"]) == (
+            "Allow", "sts:AssumeRole", {"Service": trusted[name]}), name
+        if name == handler_role:
+            assert properties["ManagedPolicyArns"] == [join(
+                "arn:", {"Ref": "AWS::Partition"},
+                ":iam::aws:policy/service-role/AWSLambdaBasicExecutionRole")]
+        else:
+            assert "ManagedPolicyArns" not in properties, name
+    attached = sorted(
+        (name[:-8], [role["Ref"] for role in policy["Properties"]["Roles"]])
+        for name, policy in synth.resources("AWS::IAM::Policy").items())
+    handler_policy = "DataNotificationsHandlerPolicy" if "data" in i else (
+        "Bucket1NotificationsHandlerPolicy")
+    assert attached == sorted([
+        ("ReaderRoleDefaultPolicy", [i["function_role"]]),
+        ("WorkflowStateMachineRoleDefaultPolicy", [i["state_machine_role"]]),
+        ("WorkflowStateMachineDistributedMapPolicy", [i["state_machine_role"]]),
+        (handler_policy, [handler_role]),
+    ])
+
+
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+def test_resource_policies_refuse_plain_http_and_allow_only_services(
+        which: str, request: pytest.FixtureRequest) -> None:
+    """Bucket and queue policies: first a deny of non-TLS requests, then only allows for
+    an AWS service acting for a named source (S3 notifications, S3 server access logs)."""
+    synth: Synthesized = request.getfixturevalue(which)
+    policies = {**synth.resources("AWS::S3::BucketPolicy"),
+                **synth.resources("AWS::SQS::QueuePolicy")}
+    assert len(policies) == (4 if synth.stack.data_bucket is not None else 2)
+    for name, policy in policies.items():
+        deny, *allows = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert (deny["Effect"], deny["Principal"], deny["Condition"]) == (
+            "Deny", {"AWS": "*"}, {"Bool": {"aws:SecureTransport": "false"}}), name
+        for allow in allows:
+            assert allow["Effect"] == "Allow", name
+            assert list(allow["Principal"]) == ["Service"], name
+            assert allow["Principal"]["Service"] in {"s3.amazonaws.com",
+                                                     "logging.s3.amazonaws.com"}, name
+            assert "aws:SourceArn" in allow["Condition"]["ArnLike"], name
+            actions = allow["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            assert not [a for a in actions if "*" in a], name
 
 
 @pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
