@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CDK_CLI := cdk/node_modules/.bin/cdk
 
-.PHONY: setup demo tools test test-fast lint typecheck bench layer synth clean
+.PHONY: setup demo tools test test-fast lint typecheck typecheck-cdk bench layer synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy functions
+
+# mypy strict on the CDK app too (needs the cdk extra: aws-cdk-lib, cdk-nag).
+typecheck-cdk: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[cdk]'
+	$(VENV)/bin/mypy cdk
 
 # What CI runs: lint, then unit, functional and integration tests (a real S3 server
 # on loopback).
