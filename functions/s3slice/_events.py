@@ -30,6 +30,7 @@ from aws_lambda_powertools.utilities.data_classes import (
     SQSRecord,
 )
 
+from ._config import parse_query_config
 from ._errors import ConfigurationError, RequestError
 from ._request import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
 
@@ -137,8 +138,6 @@ class BatchInput:
 
 
 def parse_batch_input(raw: object) -> BatchInput:
-    from ._config import parse_query_config
-
     if raw is None:
         return BatchInput(bucket=None, query=None, output=None)
     if not isinstance(raw, Mapping):

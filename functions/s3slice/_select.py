@@ -29,14 +29,13 @@ import polars as pl
 
 from ._engine import Engine
 from ._errors import RequestError, ResultTooLargeError
-from ._output import output_key
+from ._output import MAX_INLINE_BYTES, output_key
 from ._request import ObjectRef, OutputSpec, Query, Request, parse_output
 from ._text import Compression, InputSpec
 
 SELECT_FIELDS = frozenset({"Bucket", "Key", "Expression", "ExpressionType",
                            "InputSerialization", "OutputSerialization", "ScanRange",
                            "RequestProgress", "output"})
-MAX_INLINE_BYTES = 5 * 1024 * 1024
 _COMPRESSIONS: dict[str, Compression] = {"NONE": "none", "GZIP": "gzip", "BZIP2": "bzip2"}
 
 
