@@ -27,7 +27,7 @@ from ._image import FileImage, Image, MemoryImage
 from ._query import Analysis, analyze, collect
 from ._request import ObjectRef, Request, parse_request
 from ._settings import Settings
-from ._text import InputSpec, decompress, read_text
+from ._text import InputSpec, decompress, detect_compression, input_for_key, read_text
 
 logger = logging.getLogger("s3slice")
 
@@ -214,9 +214,11 @@ class Engine:
     def read_object(self, obj: ObjectRef, analysis: Analysis, timings: Timings,
                     spec: InputSpec | None = None) -> ObjectResult:
         """Read one object; an ETag change mid-read restarts it once."""
+        effective = input_for_key(obj.key, spec)
+
         def attempt(o: ObjectRef) -> ObjectResult:
-            if spec is not None and spec.format != "parquet":
-                return self._read_text(o, analysis, spec, timings)
+            if effective.format != "parquet":
+                return self._read_text(o, analysis, effective, timings)
             return self._read_parquet(o, analysis, timings)
 
         try:
@@ -254,15 +256,16 @@ class Engine:
                     image.close()
         self.deadline()
         with timings.phase("execute"):
-            frame = read_text(decompress(data, spec.compression, uri=obj.uri), spec,
-                              uri=obj.uri)
+            compression = (detect_compression(data) if spec.compression == "auto"
+                           else spec.compression)
+            frame = read_text(decompress(data, compression, uri=obj.uri), spec, uri=obj.uri)
             analysis.needed_columns(frame.columns, source=obj.uri)
             rows_in = frame.height
             frame = collect(analysis.prefilter(frame.lazy()))
         return ObjectResult(obj=obj, frame=frame, size=size, row_groups=0, row_groups_read=0,
                             rows_in=rows_in, needed_bytes=size, strategy="whole-text",
                             inputs={"object_bytes": size, "format": spec.format,
-                                    "compression": spec.compression})
+                                    "compression": compression})
 
     def _footer(self, obj: ObjectRef) -> tuple[_plan.Footer, str | None, Image | None, str]:
         """The object's footer, its ETag, and (for small objects) the whole object."""

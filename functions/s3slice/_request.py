@@ -6,6 +6,7 @@
      "sql": "SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 10",
      -- or instead of sql: "columns": ["a", "b"], "filter": "a <= 1000", "limit": 10,
      "output": {"uri": "s3://b/out/", "format": "parquet", "compression": "zstd"},
+     "input": {"format": "csv", "compression": "gzip", "header": true, "delimiter": ";"},
      "return_rows": false}
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Literal, get_args
 from urllib.parse import unquote
 
 from ._errors import RequestError
+from ._text import COMPRESSIONS as INPUT_COMPRESSIONS
 from ._text import InputSpec
 
 OutputFormat = Literal["parquet", "csv", "json"]
@@ -31,7 +33,9 @@ COMPRESSIONS: dict[str, tuple[str, ...]] = {
 DEFAULT_COMPRESSION = {"parquet": "zstd", "csv": "none", "json": "none"}
 MAX_SQL_LENGTH = 64 * 1024
 REQUEST_FIELDS = frozenset(
-    {"source", "sql", "columns", "filter", "limit", "output", "return_rows"})
+    {"source", "sql", "columns", "filter", "limit", "output", "input", "return_rows"})
+INPUT_FIELDS = frozenset({"format", "compression", "header", "delimiter", "quote", "comment",
+                          "json_type", "infer_types"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -216,6 +220,66 @@ def parse_output(raw: object, *, field: str = "output") -> OutputSpec | None:
     return OutputSpec(uri=uri, format=fmt, compression=compression)
 
 
+def _one_of(raw: Mapping[str, Any], key: str, choices: Sequence[str], default: str) -> str:
+    value = raw.get(key, default)
+    if value not in choices:
+        raise RequestError(f"must be one of {', '.join(choices)}, got {value!r}",
+                           field=f"input.{key}")
+    assert isinstance(value, str)
+    return value
+
+
+def _char(raw: Mapping[str, Any], key: str, default: str | None) -> str | None:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 1:
+        raise RequestError(f"expected one character, got {value!r}", field=f"input.{key}")
+    return value
+
+
+def parse_input(raw: object) -> InputSpec | None:
+    """The ``input`` field: how to read the sources. Without it, the format comes from each
+    key's extension (else Parquet) and the compression from the data's magic bytes."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = {"format": raw}
+    if not isinstance(raw, Mapping):
+        raise RequestError(f"expected an object with 'format', got {type(raw).__name__}",
+                           field="input")
+    unknown = set(raw) - INPUT_FIELDS
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}; expected some of "
+                           f"{sorted(INPUT_FIELDS)}", field="input")
+    fmt = _one_of(raw, "format", ("parquet", "csv", "json"), "")
+    compression = _one_of(raw, "compression", INPUT_COMPRESSIONS, "auto")
+    if fmt == "parquet":
+        if set(raw) - {"format", "compression"} or compression not in ("auto", "none"):
+            raise RequestError("Parquet takes no other input options (it is compressed "
+                               "inside)", field="input")
+        return InputSpec(format="parquet")
+    header = raw.get("header", True)
+    if isinstance(header, bool):
+        header = "use" if header else "none"
+    if header not in ("use", "ignore", "none"):
+        raise RequestError(f"must be true, false, 'use', 'ignore' or 'none', got {header!r}",
+                           field="input.header")
+    infer = raw.get("infer_types", True)
+    if not isinstance(infer, bool):
+        raise RequestError(f"expected true or false, got {infer!r}", field="input.infer_types")
+    delimiter = _char(raw, "delimiter", ",")
+    quote = _char(raw, "quote", '"')
+    assert delimiter is not None
+    assert quote is not None
+    return InputSpec(format=fmt, compression=compression,  # type: ignore[arg-type]
+                     header=header, delimiter=delimiter, quote=quote,
+                     comment=_char(raw, "comment", None),
+                     json_type=_one_of(raw, "json_type", ("auto", "lines", "document"),
+                                       "auto"),  # type: ignore[arg-type]
+                     strings_only=not infer)
+
+
 def parse_request(raw: object, *, default_output: OutputSpec | None = None) -> Request:
     """Validate a direct-invoke request; every problem names its field."""
     if not isinstance(raw, Mapping):
@@ -232,7 +296,7 @@ def parse_request(raw: object, *, default_output: OutputSpec | None = None) -> R
     if output is not None:
         _check_disjoint(sources, output)
     return Request(sources=sources, query=parse_query(raw), output=output,
-                   return_rows=return_rows)
+                   return_rows=return_rows, input=parse_input(raw.get("input")))
 
 
 def _check_disjoint(sources: Sequence[SourceSpec], output: OutputSpec) -> None:

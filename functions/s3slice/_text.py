@@ -2,6 +2,11 @@
 
 Text formats carry no index, so they take the whole-object path: the object is fetched in
 parallel parts into one object-sized buffer, then polars parses it.
+
+The format comes from the request, else from the key's extension (``.csv``, ``.tsv``,
+``.json``, ``.jsonl``, ``.ndjson``, optionally followed by ``.gz``, ``.bz2`` or ``.zst``),
+else it is Parquet (whose ``PAR1`` magic the footer parser checks). The compression comes
+from the request, else from the data's magic bytes.
 """
 
 from __future__ import annotations
@@ -14,11 +19,22 @@ import zlib
 from typing import Literal
 
 import polars as pl
+import pyarrow as pa
 
 from ._errors import ObjectFormatError, RequestError
 
 InputFormat = Literal["parquet", "csv", "json"]
-Compression = Literal["none", "gzip", "bzip2"]
+Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
+COMPRESSIONS: tuple[Compression, ...] = ("auto", "none", "gzip", "bzip2", "zstd")
+
+#: Key extensions that name a text format (checked after a compression extension).
+FORMAT_EXTENSIONS: dict[str, InputFormat] = {
+    ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json",
+    ".parquet": "parquet", ".pq": "parquet"}
+COMPRESSION_EXTENSIONS = (".gz", ".gzip", ".bz2", ".zst", ".zstd")
+#: Leading bytes of each compressed stream (RFC 1952, bzip2, RFC 8878).
+MAGIC: tuple[tuple[bytes, Compression], ...] = (
+    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\x28\xb5\x2f\xfd", "zstd"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -32,21 +48,54 @@ class InputSpec:
     delimiter: str = ","
     quote: str = '"'
     comment: str | None = None
-    # JSON: "lines" (one document per line) or "document"
-    json_type: Literal["lines", "document"] = "lines"
+    # JSON: "lines" (one document per line), "document" (an array of records, or one
+    # record), or "auto" (an array when the data starts with "[", else lines)
+    json_type: Literal["lines", "document", "auto"] = "lines"
     # S3 Select's ScanRange: records that start within [start, end] (end inclusive).
     scan_range: tuple[int, int | None] | None = None
     #: Every CSV value is a string, as in S3 Select (``CAST`` to compare as numbers).
     strings_only: bool = True
 
 
+def input_for_key(key: str, spec: InputSpec | None) -> InputSpec:
+    """The spec to read ``key`` with: the request's, else one from the key's extension
+    (compression is then detected from the data), else Parquet."""
+    if spec is not None:
+        return spec
+    name = key.rsplit("/", 1)[-1].lower()
+    for ext in COMPRESSION_EXTENSIONS:
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    dot = name.rfind(".")
+    fmt = FORMAT_EXTENSIONS.get(name[dot:], "parquet") if dot > 0 else "parquet"
+    if fmt == "parquet":
+        return InputSpec(format="parquet")
+    return InputSpec(format=fmt, compression="auto", strings_only=False, json_type="auto",
+                     delimiter="\t" if name.endswith(".tsv") else ",")
+
+
+def detect_compression(data: bytes) -> Compression:
+    """The compression the data's magic bytes show, or "none"."""
+    for magic, name in MAGIC:
+        if data.startswith(magic):
+            return name
+    return "none"
+
+
 def decompress(data: bytes, compression: Compression, *, uri: str) -> bytes:
+    if compression == "auto":
+        compression = detect_compression(data)
     try:
         if compression == "gzip":
             return gzip.decompress(data)
         if compression == "bzip2":
             return bz2.decompress(data)
-    except (OSError, EOFError, ValueError, zlib.error) as e:
+        if compression == "zstd":
+            # pyarrow's zstd stream (Python's own zstd arrives only in 3.14).
+            with pa.CompressedInputStream(pa.BufferReader(data), "zstd") as stream:
+                return bytes(stream.read())
+    except (OSError, EOFError, ValueError, zlib.error, pa.ArrowException) as e:
         raise ObjectFormatError(f"cannot decompress as {compression}: {e}", uri=uri) from e
     return data
 
@@ -75,7 +124,8 @@ def scan(data: bytes, scan_range: tuple[int, int | None], *, keep_header: bool) 
 def read_text(data: bytes, spec: InputSpec, *, uri: str) -> pl.DataFrame:
     """Parse a decompressed CSV or JSON object into a frame."""
     if spec.scan_range is not None:
-        if spec.compression != "none" or (spec.format == "json" and spec.json_type != "lines"):
+        if spec.compression not in ("none", "auto") or (spec.format == "json"
+                                                        and spec.json_type != "lines"):
             raise RequestError("a scan range applies only to uncompressed CSV and JSON lines",
                                field="ScanRange")
         data = scan(data, spec.scan_range, keep_header=spec.format == "csv"
@@ -83,13 +133,25 @@ def read_text(data: bytes, spec: InputSpec, *, uri: str) -> pl.DataFrame:
     try:
         if spec.format == "csv":
             return _read_csv(data, spec)
-        if spec.json_type == "lines":
-            return pl.read_ndjson(io.BytesIO(data)) if data.strip() else pl.DataFrame()
-        return pl.read_json(io.BytesIO(data))
+        return _read_json(data, spec.json_type)
     except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ObjectFormatError(f"cannot read as {spec.format.upper()}: {first}",
                                 uri=uri) from e
+
+
+def _read_json(data: bytes, json_type: str) -> pl.DataFrame:
+    if json_type == "auto":
+        if data.lstrip()[:1] == b"[":
+            json_type = "document"
+        else:
+            try:
+                return _read_json(data, "lines")
+            except pl.exceptions.PolarsError:
+                return _read_json(data, "document")  # one record over several lines
+    if json_type == "lines":
+        return pl.read_ndjson(io.BytesIO(data)) if data.strip() else pl.DataFrame()
+    return pl.read_json(io.BytesIO(data))
 
 
 def _read_csv(data: bytes, spec: InputSpec) -> pl.DataFrame:

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import bz2
+import gzip
 from typing import Any
 
 import pytest
 
 from s3slice import RequestError, parse_request
 from s3slice._request import ObjectRef, SourceSpec, object_ref
+from s3slice._text import InputSpec, detect_compression, input_for_key
 
 
 def test_minimal_request() -> None:
@@ -53,6 +56,19 @@ def test_output_defaults() -> None:
      "output.compression"),
     ({"source": "s3://b/k", "output": {"uri": "s3://b/o/", "mode": 1}}, "output"),
     ({"source": "s3://b/k", "return_rows": "yes"}, "return_rows"),
+    ({"source": "s3://b/k", "input": 3}, "input"),
+    ({"source": "s3://b/k", "input": "xml"}, "input.format"),
+    ({"source": "s3://b/k", "input": {"compression": "gzip"}}, "input.format"),
+    ({"source": "s3://b/k", "input": {"format": "csv", "compression": "rar"}},
+     "input.compression"),
+    ({"source": "s3://b/k", "input": {"format": "csv", "delimiter": ";;"}}, "input.delimiter"),
+    ({"source": "s3://b/k", "input": {"format": "csv", "quote": 1}}, "input.quote"),
+    ({"source": "s3://b/k", "input": {"format": "csv", "header": "yes"}}, "input.header"),
+    ({"source": "s3://b/k", "input": {"format": "csv", "infer_types": 1}}, "input.infer_types"),
+    ({"source": "s3://b/k", "input": {"format": "json", "json_type": "xml"}},
+     "input.json_type"),
+    ({"source": "s3://b/k", "input": {"format": "csv", "escape": "\\"}}, "input"),
+    ({"source": "s3://b/k", "input": {"format": "parquet", "compression": "gzip"}}, "input"),
 ])
 def test_malformed_requests_name_their_field(raw: dict[str, Any], field: str) -> None:
     with pytest.raises(RequestError) as info:
@@ -83,3 +99,38 @@ def test_event_keys_are_url_decoded() -> None:
     ref = object_ref("b", "dir/my+file%3D1.parquet", size=10, etag="abc", url_encoded=True)
     assert ref == ObjectRef(bucket="b", key="dir/my file=1.parquet", size=10,
                             etag="\"abc\"")  # quoted, as S3 sends ETags
+
+
+def test_input_options() -> None:
+    req = parse_request({"source": "s3://b/k", "input": {
+        "format": "csv", "compression": "zstd", "header": False, "delimiter": ";",
+        "comment": "#", "infer_types": False}})
+    assert req.input is not None
+    assert (req.input.format, req.input.compression, req.input.header) == ("csv", "zstd", "none")
+    assert (req.input.delimiter, req.input.comment, req.input.strings_only) == (";", "#", True)
+    assert parse_request({"source": "s3://b/k", "input": "json"}).input == InputSpec(
+        format="json", compression="auto", json_type="auto", strings_only=False)
+    assert parse_request({"source": "s3://b/k"}).input is None
+
+
+@pytest.mark.parametrize(("key", "fmt", "delimiter"), [
+    ("a/b.csv", "csv", ","), ("b.CSV.GZ", "csv", ","), ("b.tsv.bz2", "csv", "\t"),
+    ("b.json", "json", ","), ("b.jsonl.zst", "json", ","), ("x/b.ndjson", "json", ","),
+    ("b.parquet", "parquet", ","), ("b.pq", "parquet", ","), ("b", "parquet", ","),
+    ("b.gz", "parquet", ","), (".csv", "parquet", ","), ("dir.csv/b", "parquet", ","),
+    ("b.txt", "parquet", ","),
+])
+def test_format_from_the_key(key: str, fmt: str, delimiter: str) -> None:
+    spec = input_for_key(key, None)
+    assert (spec.format, spec.delimiter) == (fmt, delimiter)
+    assert spec.compression == ("none" if fmt == "parquet" else "auto")
+    given = InputSpec(format="csv")
+    assert input_for_key(key, given) is given
+
+
+@pytest.mark.parametrize(("data", "compression"), [
+    (gzip.compress(b"a\n1\n"), "gzip"), (bz2.compress(b"a\n1\n"), "bzip2"),
+    (b"\x28\xb5\x2f\xfd" + b"\0" * 8, "zstd"), (b"a\n1\n", "none"), (b"", "none"),
+])
+def test_compression_from_magic_bytes(data: bytes, compression: str) -> None:
+    assert detect_compression(data) == compression
