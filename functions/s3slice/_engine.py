@@ -20,8 +20,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _plan
-from ._errors import ObjectChangedError, ObjectFormatError, ObjectNotFoundError
+from . import _plan, _sources
+from ._errors import (
+    ObjectChangedError,
+    ObjectFormatError,
+    ObjectNotFoundError,
+    SchemaConflictError,
+)
 from ._fetch import Fetcher, PreconditionFailed, S3Fetcher
 from ._image import FileImage, Image, MemoryImage
 from ._query import Analysis, analyze, collect
@@ -124,10 +129,30 @@ class ReadResult:
     per_object: list[tuple[ObjectRef, pl.DataFrame]] | None = None
 
 
-def _combine(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    if len(frames) == 1:
-        return frames[0]
-    return pl.concat(frames, how="diagonal_relaxed")
+def _compatible(a: pl.DataType, b: pl.DataType) -> bool:
+    return (a == b or a == pl.Null or b == pl.Null or (a.is_numeric() and b.is_numeric())
+            or a.base_type() == b.base_type())
+
+
+def _combine(pieces: list[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
+    """Rows of several objects as one frame: columns unified by name (a column an object
+    lacks is null there; numbers widen to a common type); any other difference of type is
+    a :class:`SchemaConflictError` naming both objects."""
+    if len(pieces) == 1:
+        return pieces[0][1]
+    seen: dict[str, tuple[pl.DataType, str]] = {}
+    for uri, frame in pieces:
+        for name, dtype in frame.schema.items():
+            first = seen.setdefault(name, (dtype, uri))
+            if not _compatible(first[0], dtype):
+                raise SchemaConflictError(
+                    f"column {name!r} is {first[0]} in {first[1]} but {dtype} in {uri}")
+            if first[0] == pl.Null:
+                seen[name] = (dtype, uri)
+    try:
+        return pl.concat([f for _, f in pieces], how="diagonal_relaxed")
+    except pl.exceptions.PolarsError as e:
+        raise SchemaConflictError(f"the objects' schemas do not unify: {e}") from e
 
 
 class Engine:
@@ -152,6 +177,14 @@ class Engine:
         for src in request.sources:
             if isinstance(src, ObjectRef):
                 objects.append(src)
+            elif _sources.is_glob(src.key):
+                pattern = _sources.glob_regex(src.key)
+                found = [o for o in self.fetcher.list_objects(
+                             src.bucket, _sources.literal_prefix(src.key))
+                         if pattern.match(o.key) and not o.key.endswith("/") and o.size != 0]
+                if not found:
+                    raise ObjectNotFoundError("no objects match this pattern", uri=src.uri)
+                objects.extend(found)
             elif src.is_prefix:
                 found = [o for o in self.fetcher.list_objects(src.bucket, src.key)
                          if not o.key.endswith("/") and o.size != 0]
@@ -173,27 +206,32 @@ class Engine:
         timings = Timings(span=self.span)
         with timings.phase("plan"):
             objects = self.resolve(request)
-        workers = max(1, min(len(objects), 8))
+            work = self._prune_partitions(objects, analysis)
+
+        def one(item: tuple[ObjectRef, Analysis]) -> ObjectResult:
+            return self.read_object(item[0], item[1], timings, request.input)
+
+        workers = max(1, min(len(work), 8))
         if workers == 1:
-            results = [self.read_object(o, analysis, timings, request.input) for o in objects]
+            results = [one(item) for item in work]
         else:
             with ThreadPoolExecutor(workers, thread_name_prefix="s3slice-obj") as pool:
-                results = list(pool.map(
-                    self.bind(lambda o: self.read_object(o, analysis, timings, request.input)),
-                    objects))
+                results = list(pool.map(self.bind(one), work))
         self.deadline()
         with timings.phase("execute"):
             per_object = None
             if analysis.per_object and len(results) > 1:
                 per_object = [(r.obj, collect(analysis.finish(r.frame.lazy())))
                               for r in results]
-                frame = _combine([f for _, f in per_object])
+                frame = _combine([(o.uri, f) for o, f in per_object])
             else:
-                frame = collect(analysis.finish(_combine([r.frame for r in results]).lazy()))
+                frame = collect(analysis.finish(
+                    _combine([(r.obj.uri, r.frame) for r in results]).lazy()))
         counters = self.fetcher.counters
         strategies = sorted({r.strategy for r in results})
         stats: dict[str, Any] = {
             "objects": len(results),
+            "objects_pruned": len(objects) - sum(not a.pruned for _, a in work),
             "object_bytes": sum(r.size for r in results),
             "row_groups": sum(r.row_groups for r in results),
             "row_groups_read": sum(r.row_groups_read for r in results),
@@ -210,6 +248,20 @@ class Engine:
         }
         return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
                           per_object=per_object)
+
+    def _prune_partitions(self, objects: list[ObjectRef], analysis: Analysis,
+                          ) -> list[tuple[ObjectRef, Analysis]]:
+        """Each object to read with its own analysis (its partition values). Objects whose
+        partition values rule out every row are dropped before any read; when that is all
+        of them, the first is kept to give the result its schema, reading no rows."""
+        values, types = _sources.partitions(objects)
+        if not types:
+            return [(o, analysis) for o in objects]
+        work = [(o, analysis.for_object(v, types)) for o, v in zip(objects, values, strict=True)
+                if _sources.may_match(analysis.predicate, v)]
+        if not work:
+            work = [(objects[0], analysis.for_object(values[0], types, pruned=True))]
+        return work
 
     def read_object(self, obj: ObjectRef, analysis: Analysis, timings: Timings,
                     spec: InputSpec | None = None) -> ObjectResult:
@@ -331,6 +383,8 @@ class Engine:
                 columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
                 plan = _plan.plan_parquet(footer, columns=columns,
                                           predicate=analysis.predicate, uri=obj.uri)
+                if analysis.pruned:
+                    plan = dataclasses.replace(plan, row_groups=(), chunks={}, needed_bytes=0)
                 inputs: dict[str, Any]
                 if whole is not None:
                     strategy, inputs = "single", {"object_bytes": footer.size,

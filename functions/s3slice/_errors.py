@@ -80,6 +80,10 @@ class ForbiddenQueryError(QueryError):
     """The SQL reaches for something other than the query's sources."""
 
 
+class SchemaConflictError(QueryError):
+    """Objects of one query hold the same column with types that do not unify."""
+
+
 class ObjectError(S3SliceError):
     """An object cannot be read as asked."""
 

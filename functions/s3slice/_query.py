@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -39,6 +39,18 @@ class Analysis:
     where: str | None  # the row filter polars applies to each piece as it is read
     sql: str | None  # the SQL run over the concatenated pieces (sources renamed)
     table_names: tuple[str, ...]
+    #: One object's hive partition values and their types (see :mod:`._sources`).
+    partitions: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    partition_types: Mapping[str, pl.DataType] = dataclasses.field(default_factory=dict)
+    #: The partition values rule every row out: read the schema, no rows.
+    pruned: bool = False
+
+    def for_object(self, values: Mapping[str, Any], types: Mapping[str, pl.DataType], *,
+                   pruned: bool = False) -> Analysis:
+        if not values and not pruned:
+            return self
+        return dataclasses.replace(self, partitions=values, partition_types=types,
+                                   pruned=pruned)
 
     @property
     def per_object(self) -> bool:
@@ -52,17 +64,23 @@ class Analysis:
 
     def needed_columns(self, schema: Sequence[str], *, source: str) -> list[str]:
         """Columns to fetch, in schema order, after checking that every name exists."""
-        names = set(schema)
+        names = set(schema) | set(self.partitions)
         missing = sorted(c for c in self.referenced if c not in names)
         if missing:
-            raise UnknownColumnError(missing, source=source, available=list(schema))
+            raise UnknownColumnError(missing, source=source,
+                                     available=[*schema, *self.partitions])
+        # A partition column is a constant of the object, never fetched.
+        stored = [c for c in schema if c not in self.partitions]
         if self.columns is None:
-            return list(schema)
+            return stored
         wanted = self.referenced | set(self.columns)
-        return [c for c in schema if c in wanted]
+        return [c for c in stored if c in wanted]
 
     def prefilter(self, lf: pl.LazyFrame) -> pl.LazyFrame:
         """The per-piece step: the row filter, and the limit when nothing else needs rows."""
+        if self.partitions:
+            lf = lf.with_columns(pl.lit(v, dtype=self.partition_types[k]).alias(k)
+                                 for k, v in self.partitions.items())
         if self.where is not None:
             lf = lf.filter(_sql_expr(self.where))
         if self.sql is None:

@@ -2,7 +2,7 @@
 
 ::
 
-    {"source": "s3://b/k" | ["s3://b/k1", ...] | "s3://b/prefix/",
+    {"source": "s3://b/k" | ["s3://b/k1", ...] | "s3://b/prefix/" | "s3://b/p/*/x-*.csv",
      "sql": "SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 10",
      -- or instead of sql: "columns": ["a", "b"], "filter": "a <= 1000", "limit": 10,
      "output": {"uri": "s3://b/out/", "format": "parquet", "compression": "zstd"},
@@ -52,16 +52,38 @@ class ObjectRef:
         return f"s3://{self.bucket}/{self.key}"
 
 
+GLOB_CHARS = "*?["
+
+
+def is_glob(key: str) -> bool:
+    return any(c in key for c in GLOB_CHARS)
+
+
+def literal_prefix(pattern: str) -> str:
+    """The part of a glob before its first wildcard: what to list under."""
+    cut = min((i for i in (pattern.find(c) for c in GLOB_CHARS) if i >= 0), default=len(pattern))
+    return pattern[:cut]
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SourceSpec:
-    """What a request names: objects, or prefixes to be listed."""
+    """What a request names: objects, prefixes to be listed, or glob patterns."""
 
     bucket: str
-    key: str  # a prefix when ``is_prefix``
+    key: str  # a prefix when ``is_prefix``, a pattern when ``is_glob``
 
     @property
     def is_prefix(self) -> bool:
         return self.key == "" or self.key.endswith("/")
+
+    @property
+    def is_glob(self) -> bool:
+        return is_glob(self.key)
+
+    @property
+    def listed(self) -> str:
+        """The key prefix every object this source can name starts with."""
+        return literal_prefix(self.key) if self.is_glob else self.key
 
     @property
     def uri(self) -> str:
@@ -305,10 +327,10 @@ def _check_disjoint(sources: Sequence[SourceSpec], output: OutputSpec) -> None:
         if src.bucket != output.bucket:
             continue
         field = "source" if len(sources) == 1 else f"source[{i}]"
-        if src.is_prefix and output.prefix.startswith(src.key):
+        if (src.is_prefix or src.is_glob) and output.prefix.startswith(src.listed):
             raise RequestError(f"{output.uri} lies inside the source prefix {src.uri}; "
                                "results would be read back as input", field="output.uri")
-        if src.key.startswith(output.prefix):
+        if src.listed.startswith(output.prefix):
             raise RequestError(f"{src.uri} lies under the output location {output.uri}; "
                                "outputs are never read as input", field=field)
 
