@@ -32,7 +32,17 @@ from ._image import FileImage, Image, MemoryImage
 from ._query import Analysis, analyze, collect
 from ._request import ObjectRef, Request, parse_request
 from ._settings import Settings
-from ._text import InputSpec, decompress, detect_compression, input_for_key, read_text
+from ._text import (
+    InputSpec,
+    collect_text,
+    decompress,
+    decompressed_file,
+    detect_compression,
+    input_for_key,
+    read_text,
+    scan_text,
+    streamable,
+)
 
 logger = logging.getLogger("s3slice")
 
@@ -286,38 +296,50 @@ class Engine:
     def _read_text(self, obj: ObjectRef, analysis: Analysis, spec: InputSpec,
                    timings: Timings) -> ObjectResult:
         """CSV/JSON: the whole object in parallel parts (the first GET learns the size and
-        brings the tail), decompressed and parsed, then the row filter."""
+        brings the tail). A large object goes to a file in /tmp and is scanned lazily (the
+        filter applied as it is parsed); a small one (or a scan range, or a JSON document)
+        is parsed in memory."""
         s = self.settings
         self.deadline()
         with timings.phase("fetch"):
             tail = self.fetcher.get_tail(obj, s.footer_size)
-            size = tail.size
-            if len(tail.data) >= size:
-                data = tail.data
-            else:
-                image = MemoryImage(size)
-                try:
-                    head = size - len(tail.data)
-                    image.write(head, memoryview(tail.data))
+        size = tail.size
+        streamed = (len(tail.data) < size and streamable(spec)
+                    and size * 4 <= s.tmp_free_bytes())
+        image: Image = FileImage(size, s.tmp_dir) if streamed else MemoryImage(size)
+        try:
+            with timings.phase("fetch"):
+                head = size - len(tail.data)
+                image.write(head, memoryview(tail.data))
+                if head:
+                    self.deadline()
                     self.fetcher.get_ranges(obj, _plan.split([(0, head)], s.part_size),
                                             etag=tail.etag, sink=image.write,
                                             concurrency=s.max_concurrency)
-                    with image.source() as f:
-                        data = _read_at(f, 0, size)
-                finally:
-                    image.close()
-        self.deadline()
-        with timings.phase("execute"):
-            compression = (detect_compression(data) if spec.compression == "auto"
-                           else spec.compression)
-            frame = read_text(decompress(data, compression, uri=obj.uri), spec, uri=obj.uri)
-            analysis.needed_columns(frame.columns, source=obj.uri)
-            rows_in = frame.height
-            frame = collect(analysis.prefilter(frame.lazy()))
+            self.deadline()
+            with timings.phase("execute"), image.source() as f:
+                compression = (detect_compression(_read_at(f, 0, min(size, 4)))
+                               if spec.compression == "auto" else spec.compression)
+                if isinstance(image, FileImage):
+                    with decompressed_file(image.path, compression, s.tmp_dir,
+                                           uri=obj.uri) as path:
+                        lf = scan_text(path, spec, uri=obj.uri)
+                        analysis.needed_columns(lf.collect_schema().names(), source=obj.uri)
+                        rows_in = int(collect_text(lf.select(pl.len()), spec,
+                                                   uri=obj.uri).item())
+                        frame = collect_text(analysis.prefilter(lf), spec, uri=obj.uri)
+                else:
+                    data = read_text(decompress(_read_at(f, 0, size), compression, uri=obj.uri),
+                                     spec, uri=obj.uri)
+                    analysis.needed_columns(data.columns, source=obj.uri)
+                    rows_in = data.height
+                    frame = collect(analysis.prefilter(data.lazy()))
+        finally:
+            image.close()
         return ObjectResult(obj=obj, frame=frame, size=size, row_groups=0, row_groups_read=0,
                             rows_in=rows_in, needed_bytes=size, strategy="whole-text",
                             inputs={"object_bytes": size, "format": spec.format,
-                                    "compression": compression})
+                                    "compression": compression, "streamed": streamed})
 
     def _footer(self, obj: ObjectRef) -> tuple[_plan.Footer, str | None, Image | None, str]:
         """The object's footer, its ETag, and (for small objects) the whole object."""

@@ -12,16 +12,20 @@ from the request, else from the data's magic bytes.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import dataclasses
 import gzip
 import io
+import os
+import tempfile
 import zlib
+from collections.abc import Iterator
 from typing import Literal
 
 import polars as pl
 import pyarrow as pa
 
-from ._errors import ObjectFormatError, RequestError
+from ._errors import ObjectFormatError, QueryError, RequestError
 
 InputFormat = Literal["parquet", "csv", "json"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
@@ -135,9 +139,7 @@ def read_text(data: bytes, spec: InputSpec, *, uri: str) -> pl.DataFrame:
             return _read_csv(data, spec)
         return _read_json(data, spec.json_type)
     except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ObjectFormatError(f"cannot read as {spec.format.upper()}: {first}",
-                                uri=uri) from e
+        raise _format_error(e, spec, uri) from e
 
 
 def _read_json(data: bytes, json_type: str) -> pl.DataFrame:
@@ -165,3 +167,95 @@ def _read_csv(data: bytes, spec: InputSpec) -> pl.DataFrame:
         # Headerless (or header ignored): columns are addressed by position, _1, _2, ...
         frame = frame.rename({c: f"_{i + 1}" for i, c in enumerate(frame.columns)})
     return frame
+
+
+# ------------------------------------------------------------------ large objects, streamed
+# A large CSV or JSON-lines object is fetched into a file in the temporary directory
+# (decompressed there by streaming when compressed), then scanned lazily by polars: the
+# row filter and the projection are applied while the file is parsed in batches, so memory
+# holds the result, not the object.
+_STREAM_CHUNK = 8 << 20
+_PYARROW_CODECS: dict[str, Literal["gzip", "bz2", "zstd"]] = {
+    "gzip": "gzip", "bzip2": "bz2", "zstd": "zstd"}
+
+
+def streamable(spec: InputSpec) -> bool:
+    return spec.scan_range is None
+
+
+@contextlib.contextmanager
+def decompressed_file(path: str, compression: Compression, directory: str, *,
+                      uri: str) -> Iterator[str]:
+    """The path of the decompressed content of ``path`` (itself when not compressed)."""
+    if compression in ("none", "auto"):
+        yield path
+        return
+    fd, out = tempfile.mkstemp(prefix="s3slice-", suffix=".text", dir=directory)
+    try:
+        try:
+            with pa.input_stream(path, compression=_PYARROW_CODECS[compression]) as src, \
+                    os.fdopen(fd, "wb") as dst:
+                while chunk := src.read(_STREAM_CHUNK):
+                    dst.write(chunk)
+        except (OSError, EOFError, ValueError, pa.ArrowException) as e:
+            raise ObjectFormatError(f"cannot decompress as {compression}: {e}", uri=uri) from e
+        yield out
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(out)
+
+
+def scan_text(path: str, spec: InputSpec, *, uri: str) -> pl.LazyFrame:
+    """A lazy scan of a decompressed CSV or JSON-lines file (its schema already read)."""
+    try:
+        if spec.format == "csv":
+            lf = pl.scan_csv(
+                path, has_header=spec.header in ("use", "ignore"), separator=spec.delimiter,
+                quote_char=spec.quote or None, comment_prefix=spec.comment,
+                infer_schema=not spec.strings_only, truncate_ragged_lines=False,
+                raise_if_empty=False)
+            if spec.header != "use":
+                names = lf.collect_schema().names()
+                lf = lf.rename({c: f"_{i + 1}" for i, c in enumerate(names)})
+        else:
+            lf = _scan_json(path, spec.json_type)
+        lf.collect_schema()
+    except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as e:
+        raise _format_error(e, spec, uri) from e
+    return lf
+
+
+def _scan_json(path: str, json_type: str) -> pl.LazyFrame:
+    """JSON lines are scanned lazily; a JSON document (an array, or one record over several
+    lines) is parsed whole."""
+    if json_type == "auto":
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip()
+        if head[:1] == b"[":
+            json_type = "document"
+        else:
+            try:
+                lf = pl.scan_ndjson(path)
+                lf.collect_schema()
+                return lf
+            except pl.exceptions.PolarsError:
+                json_type = "document"
+    if json_type == "document":
+        return pl.read_json(path).lazy()
+    return pl.scan_ndjson(path)
+
+
+def collect_text(lf: pl.LazyFrame, spec: InputSpec, *, uri: str) -> pl.DataFrame:
+    """Run a scan: a parse failure is the object's fault, anything else the query's."""
+    try:
+        return lf.collect()
+    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError, UnicodeDecodeError) as e:
+        raise _format_error(e, spec, uri) from e
+    except pl.exceptions.PolarsError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise QueryError(f"the query cannot run on this data: {first}") from e
+
+
+def _format_error(e: BaseException, spec: InputSpec, uri: str) -> ObjectFormatError:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return ObjectFormatError(f"cannot read as {spec.format.upper()}: {first}", uri=uri)

@@ -86,6 +86,9 @@ def test_format_from_extension_and_compression_from_magic(
     inputs = result.stats["strategy_inputs"]
     assert (inputs["format"], inputs["compression"]) == (
         "csv" if fmt == "tsv" else "json" if fmt == "jsonl" else fmt, codec)
+    # Larger than one tail GET: fetched into /tmp and scanned from there.
+    assert inputs["streamed"] is True
+    assert result.stats["rows_in"] == frame.height
     # The whole object, fetched once: the tail first, then the rest in parts.
     assert result.stats["bytes_fetched"] == (tmp_path / BUCKET / uri[len("s3://data/"):]
                                              ).stat().st_size
@@ -119,10 +122,14 @@ def test_strings_only_and_headerless(tmp_path: Path) -> None:
     assert strings.frame.to_dict(as_series=False) == {"_1": ["2", "10"], "_2": ["b", "c"]}
 
 
-def test_a_json_document_of_one_record(tmp_path: Path) -> None:
-    uri = put(tmp_path, "in/one.json", b'{\n  "a": 1,\n  "b": "x"\n}\n')
+@pytest.mark.parametrize("padding", [0, 20_000])
+def test_a_json_document_of_one_record(tmp_path: Path, padding: int) -> None:
+    uri = put(tmp_path, "in/one.json",
+              b'{\n  "a": 1,\n  "b": "x"' + b" " * padding + b"\n}\n")
     engine, _ = engine_for(tmp_path)
-    assert engine.read({"source": uri}).frame.to_dict(as_series=False) == {"a": [1], "b": ["x"]}
+    result = engine.read({"source": uri})
+    assert result.frame.to_dict(as_series=False) == {"a": [1], "b": ["x"]}
+    assert result.stats["strategy_inputs"]["streamed"] is (padding > 0)
 
 
 @pytest.mark.parametrize(("key", "data", "message"), [
@@ -134,8 +141,15 @@ def test_a_json_document_of_one_record(tmp_path: Path) -> None:
     ("in/t.gz", gzip.compress(b"a,b\n1,2\n"), "not a Parquet object"),
     ("in/t.txt", b"hello, this is not parquet\n" * 10, "not a Parquet object"),
 ])
+@pytest.mark.parametrize("large", [False, True], ids=["in-memory", "streamed"])
 def test_bad_text_objects_are_typed_errors(tmp_path: Path, key: str, data: bytes,
-                                           message: str) -> None:
+                                           message: str, large: bool) -> None:
+    if large and key.endswith((".csv", ".json")):
+        # The fault comes after many good records, past the first tail GET.
+        good = b'{"a": 1}\n' if key.endswith(".json") else b"1,2\n"
+        header, _, rest = data.partition(b"\n")
+        data = (header + b"\n" + good * 5_000 + rest if key.endswith(".csv")
+                else good * 5_000 + data)
     uri = put(tmp_path, key, data)
     engine, _ = engine_for(tmp_path)
     with pytest.raises(ObjectFormatError, match=message) as info:
