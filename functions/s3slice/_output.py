@@ -80,7 +80,13 @@ def run(request: Request | Mapping[str, Any], *, engine: Engine,
     stats = result.stats
     response: dict[str, Any] = {"status": "ok", "outputs": []}
     if request.return_rows or request.output is None:
-        response["rows"] = inline_rows(result.frame)
+        try:
+            response["rows"] = inline_rows(result.frame)
+        except ResultTooLargeError as e:
+            if request.output is None:
+                raise
+            # The rows are in the outputs: say so rather than fail the whole request.
+            response["rows_spilled"] = e.message
     if request.output is not None:
         timings = Timings(span=engine.span)
         with timings.phase("write"):

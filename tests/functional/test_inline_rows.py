@@ -1,0 +1,49 @@
+"""Inline rows stay under Lambda's response limit: beyond it, a clear error, or (when an
+output is given) the rows are only in the output and the response says so."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import s3slice._output as output_module
+from s3slice import Engine, FooterCache, LocalFetcher, ResultTooLargeError, Settings
+
+BUCKET = "data"
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    (tmp_path / BUCKET).mkdir()
+    (tmp_path / "out").mkdir()
+    pl.DataFrame({"a": list(range(5_000))}).write_parquet(tmp_path / BUCKET / "t.parquet")
+    monkeypatch.setattr(output_module, "MAX_INLINE_BYTES", 10_000)
+    return Engine(Settings(memory_mb=1024), fetcher=LocalFetcher(tmp_path),
+                  footer_cache=FooterCache(1 << 20))
+
+
+def test_small_results_come_back_inline(engine: Engine) -> None:
+    response = output_module.run({"source": f"s3://{BUCKET}/t.parquet", "filter": "a < 3"},
+                                 engine=engine)
+    assert response["rows"] == [{"a": 0}, {"a": 1}, {"a": 2}]
+
+
+def test_too_many_rows_without_an_output_is_a_clear_error(engine: Engine) -> None:
+    with pytest.raises(ResultTooLargeError) as info:
+        output_module.run({"source": f"s3://{BUCKET}/t.parquet"}, engine=engine)
+    assert info.value.field == "return_rows"
+    assert "5000 rows" in str(info.value) and "output location" in str(info.value)
+
+
+def test_too_many_rows_with_an_output_spill_to_it(engine: Engine, tmp_path: Path) -> None:
+    response = output_module.run({"source": f"s3://{BUCKET}/t.parquet", "return_rows": True,
+                                  "output": {"uri": "s3://out/r/", "format": "csv"}},
+                                 engine=engine)
+    assert "rows" not in response
+    assert "5000 rows" in response["rows_spilled"]
+    (written,) = response["outputs"]
+    path = tmp_path / written["uri"].removeprefix("s3://")
+    assert pl.read_csv(io.BytesIO(path.read_bytes()))["a"].to_list() == list(range(5_000))
