@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from ._engine import Engine, ReadResult, Timings
-from ._errors import OutputError, ResultTooLargeError
+from ._errors import OutputError, RequestError, ResultTooLargeError
 from ._request import ObjectRef, OutputSpec, Request, parse_request
 
 # Lambda's synchronous response limit is 6 MB; rows returned inline stay well under it.
@@ -33,6 +33,10 @@ def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
         frame.write_parquet(buf, compression=output.compression)  # type: ignore[arg-type]
         return buf.getvalue()
     if output.format == "csv":
+        nested = [n for n, t in frame.schema.items() if t.is_nested()]
+        if nested:
+            raise RequestError(f"CSV cannot hold the nested column(s) {nested}; choose json "
+                               "or parquet, or select other columns", field="output.format")
         frame.write_csv(buf)
     else:
         frame.write_ndjson(buf)

@@ -1,4 +1,4 @@
-"""Inline rows stay under Lambda's response limit: beyond it, a clear error, or (when an
+"""Outputs. Inline rows stay under Lambda's response limit: beyond it, a clear error, or (when an
 output is given) the rows are only in the output and the response says so."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import s3slice._output as output_module
-from s3slice import Engine, FooterCache, LocalFetcher, ResultTooLargeError, Settings
+from s3slice import Engine, FooterCache, LocalFetcher, RequestError, ResultTooLargeError, Settings
 
 BUCKET = "data"
 
@@ -47,3 +47,21 @@ def test_too_many_rows_with_an_output_spill_to_it(engine: Engine, tmp_path: Path
     (written,) = response["outputs"]
     path = tmp_path / written["uri"].removeprefix("s3://")
     assert pl.read_csv(io.BytesIO(path.read_bytes()))["a"].to_list() == list(range(5_000))
+
+
+def test_nested_columns_cannot_go_to_csv(tmp_path: Path) -> None:
+    (tmp_path / BUCKET).mkdir()
+    pl.DataFrame({"id": [1], "tags": [["a", "b"]], "point": [{"x": 1}]}).write_parquet(
+        tmp_path / BUCKET / "n.parquet")
+    engine = Engine(Settings(memory_mb=1024), fetcher=LocalFetcher(tmp_path))
+    request = {"source": f"s3://{BUCKET}/n.parquet", "output": {"uri": "s3://out/r/",
+                                                               "format": "csv"}}
+    with pytest.raises(RequestError, match=r"nested column\(s\) \['tags', 'point'\]") as info:
+        output_module.run(request, engine=engine)
+    assert info.value.field == "output.format"
+    assert not (tmp_path / "out").exists()  # nothing written
+    for fmt in ("json", "parquet"):
+        (tmp_path / "out").mkdir(exist_ok=True)
+        response = output_module.run({**request, "output": {"uri": "s3://out/r/",
+                                                            "format": fmt}}, engine=engine)
+        assert response["outputs"][0]["rows"] == 1
