@@ -119,9 +119,42 @@ def check_obstore(tmp: str, data: bytes) -> None:
     S3Store("example-bucket", region="us-east-1", skip_signature=True)
 
 
+def check_text_inputs(tmp: str) -> None:
+    """CSV and JSON inputs: pyarrow's compressed streams (gzip, bzip2, zstd), decompressed
+    to a file and scanned lazily by polars."""
+    text = b"a,b\n" + b"".join(b"%d,x%d\n" % (i, i % 7) for i in range(ROWS))
+    for codec in ("gzip", "bz2", "zstd"):
+        sink = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(sink, codec) as out:
+            out.write(text)
+        path = os.path.join(tmp, f"t.csv.{codec}")
+        with open(path, "wb") as f:
+            f.write(sink.getvalue().to_pybytes())
+        with pa.input_stream(path, compression=codec) as src:
+            assert src.read() == text, codec
+    plain = os.path.join(tmp, "t.csv")
+    with open(plain, "wb") as f:
+        f.write(text)
+    hit = pl.scan_csv(plain).filter(pl.col("b") == "x3").select("a").collect()
+    assert hit.height == len(range(3, ROWS, 7)), hit
+    lines = os.path.join(tmp, "t.ndjson")
+    pl.read_csv(plain).write_ndjson(lines)
+    assert pl.scan_ndjson(lines).filter(pl.col("a") < 10).collect().height == 10
+
+
 def check_sqlglot() -> None:
+    from sqlglot import parser
+    from sqlglot.dialects.dialect import Dialect
+
     tree = sqlglot.parse_one("SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 5", read="duckdb")
     assert [c.name for c in tree.find_all(exp.Column)][:2] == ["a", "b"]
+
+    class Custom(Dialect):  # how the service adds S3 Select's functions
+        class Parser(parser.Parser):
+            FUNCTIONS = {**parser.Parser.FUNCTIONS,  # noqa: RUF012
+                         "UTCNOW": lambda args: exp.Literal.string("now")}
+
+    assert sqlglot.parse_one("SELECT UTCNOW() FROM t", read=Custom).sql() == "SELECT 'now' FROM t"
 
 
 def check_powertools() -> None:
@@ -164,6 +197,7 @@ def main() -> None:
         frame, data = check_parquet(tmp)
         check_writers(frame)
         check_obstore(tmp, data)
+        check_text_inputs(tmp)
     check_sqlglot()
     check_powertools()
     check_isolation()
