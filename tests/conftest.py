@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Iterator
 
 import boto3
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
-from tests.support import S3Env, ServerLog, counting
+from tests.support import Faults, S3Env, ServerLog, chain, counting, injecting
 
 # Tests assert behaviour, never time: hypothesis' per-example deadline is off.
 settings.register_profile("default", deadline=None,
@@ -22,11 +23,19 @@ settings.load_profile("default")
 def s3_server() -> Iterator[S3Env]:
     for name, value in LOCAL_CREDENTIALS.items():
         os.environ[name] = value
-    log = ServerLog()
-    with LocalS3(middleware=counting(log)) as server:
+    log, faults = ServerLog(), Faults()
+    # Faults are outermost, so that a reset cuts the body on the wire; the log counts the
+    # requests that reached the S3 server (an injected error never does).
+    with LocalS3(middleware=chain(injecting(faults), counting(log))) as server:
         client = boto3.client("s3", endpoint_url=server.endpoint_url,
                               region_name=LOCAL_CREDENTIALS["AWS_REGION"])
-        yield S3Env(endpoint_url=server.endpoint_url, log=log, client=client)
+        env = S3Env(endpoint_url=server.endpoint_url, log=log, client=client, faults=faults)
+
+        def delete(path: str) -> None:
+            bucket, _, key = path.lstrip("/").partition("/")
+            client.delete_object(Bucket=bucket, Key=urllib.parse.unquote(key))
+        faults.on_delete = delete
+        yield env
 
 
 @pytest.fixture
@@ -36,4 +45,5 @@ def s3(s3_server: S3Env, monkeypatch: pytest.MonkeyPatch) -> S3Env:
     for name, value in LOCAL_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     s3_server.log.clear()
+    s3_server.faults.clear()
     return s3_server

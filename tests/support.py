@@ -1,4 +1,5 @@
-"""Test support: an S3 server log kept by a WSGI middleware, and a small S3 helper."""
+"""Test support: an S3 server log kept by a WSGI middleware, faults injected on demand by
+another, and a small S3 helper."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import dataclasses
 import io
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -68,10 +70,100 @@ def counting(log: ServerLog) -> Callable[[Any], Any]:
 
 
 @dataclasses.dataclass
+class Fault:
+    """Answer ``times`` requests matching ``method`` and a path containing ``path`` with
+    ``kind``: ``"503"`` (SlowDown), ``"500"``, ``"403"`` (AccessDenied), ``"reset"`` (the
+    headers and half the body, then the connection drops), ``"stall"`` (``seconds`` of
+    silence first) or ``"delete"`` (the object is deleted, then the request is served)."""
+
+    kind: str
+    method: str = "GET"
+    path: str = ""
+    times: int = 1
+    seconds: float = 0.0
+    ranged_only: bool = False
+    hits: int = 0
+
+
+_ERRORS = {"503": ("503 Slow Down", "SlowDown", "Please reduce your request rate."),
+           "500": ("500 Internal Server Error", "InternalError", "We encountered an error."),
+           "403": ("403 Forbidden", "AccessDenied", "Access Denied")}
+
+
+class Faults:
+    """Faults the server injects; empty unless a test adds some."""
+
+    def __init__(self) -> None:
+        self.rules: list[Fault] = []
+        self._lock = threading.Lock()
+        self.on_delete: Callable[[str], None] | None = None
+
+    def add(self, fault: Fault) -> Fault:
+        with self._lock:
+            self.rules.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self.rules.clear()
+
+    def take(self, environ: dict[str, Any]) -> Fault | None:
+        with self._lock:
+            for rule in self.rules:
+                if (rule.hits < rule.times and environ["REQUEST_METHOD"] == rule.method
+                        and rule.path in environ.get("PATH_INFO", "")
+                        and "list-type" not in environ.get("QUERY_STRING", "")
+                        and (not rule.ranged_only or environ.get("HTTP_RANGE"))):
+                    rule.hits += 1
+                    return rule
+        return None
+
+
+def injecting(faults: Faults) -> Callable[[Any], Any]:
+    def middleware(app: Any) -> Any:
+        def wrapped(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            fault = faults.take(environ)
+            if fault is None:
+                return app(environ, start_response)  # type: ignore[no-any-return]
+            if fault.kind in _ERRORS:
+                status, code, message = _ERRORS[fault.kind]
+                body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                        f"<Message>{message}</Message></Error>").encode()
+                start_response(status, [("Content-Type", "application/xml"),
+                                        ("Content-Length", str(len(body)))])
+                return [body]
+            if fault.kind == "stall":
+                time.sleep(fault.seconds)
+                return app(environ, start_response)  # type: ignore[no-any-return]
+            if fault.kind == "delete":
+                assert faults.on_delete is not None
+                faults.on_delete(environ["PATH_INFO"])
+                return app(environ, start_response)  # type: ignore[no-any-return]
+            assert fault.kind == "reset", fault.kind
+            chunks = b"".join(app(environ, start_response))
+
+            def partial() -> Iterable[bytes]:
+                yield chunks[: len(chunks) // 2]
+                raise ConnectionAbortedError("injected: connection reset mid-body")
+            return partial()
+        return wrapped
+    return middleware
+
+
+def chain(*middlewares: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def middleware(app: Any) -> Any:
+        for wrap in reversed(middlewares):
+            app = wrap(app)
+        return app
+    return middleware
+
+
+@dataclasses.dataclass
 class S3Env:
     endpoint_url: str
     log: ServerLog
     client: Any
+    faults: Faults = dataclasses.field(default_factory=Faults)
 
     def bucket(self, name: str) -> str:
         with contextlib.suppress(self.client.exceptions.BucketAlreadyOwnedByYou):
