@@ -157,7 +157,19 @@ class S3Fetcher:
             result = obstore.get(store, obj.key, options={"range": {"suffix": nbytes}})
             data = bytes(result.bytes())
         except Exception as e:
-            raise _map_error(e, obj.uri) from e
+            text = str(e)
+            if "non-partial response" not in text and "416" not in text:
+                raise _map_error(e, obj.uri) from e
+            # A range of an empty object cannot be satisfied (S3 answers 416, some servers
+            # the whole, empty, body): learn the size, and an empty object is just that.
+            try:
+                head = obstore.head(store, obj.key)
+            except Exception as e2:
+                raise _map_error(e2, obj.uri) from e2
+            if int(head["size"]) != 0:
+                raise _map_error(e, obj.uri) from e
+            self.counters.add(0)
+            return Tail(data=b"", size=0, etag=head.get("e_tag"))
         meta = result.meta
         self.counters.add(len(data))
         return Tail(data=data, size=int(meta["size"]), etag=meta.get("e_tag"))

@@ -13,6 +13,7 @@ import pytest
 from s3slice import (
     FOOTER_CACHE,
     AccessDeniedError,
+    ObjectFormatError,
     ObjectNotFoundError,
     OutputError,
     S3SliceError,
@@ -151,3 +152,14 @@ def test_replaced_mid_read_restarts_on_the_new_object(world: S3Env,
         world.faults.on_delete = deleter
     assert rewrite.hits == 1
     assert_success(world, replacement, response)
+
+
+def test_empty_objects_over_s3(world: S3Env) -> None:
+    """A range of an empty object cannot be satisfied; the object is still read as what it
+    is: no Parquet (a format error, not a retryable one), or a CSV with no rows."""
+    world.client.put_object(Bucket=BUCKET, Key="empty.parquet", Body=b"")
+    world.client.put_object(Bucket=BUCKET, Key="empty.csv", Body=b"")
+    with pytest.raises(ObjectFormatError, match="empty.parquet: not a Parquet object: 0 bytes"):
+        lambda_handler({"source": f"s3://{BUCKET}/empty.parquet"}, LambdaContext())
+    response = lambda_handler({"source": f"s3://{BUCKET}/empty.csv"}, LambdaContext())
+    assert response["rows"] == []
