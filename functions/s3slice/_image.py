@@ -17,6 +17,8 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from ._errors import S3SliceTransientError
+
 # Python exposes MAP_NORESERVE only from 3.13; its value is 0x4000 on Linux (x86_64, arm64).
 _MAP_NORESERVE: int = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 
@@ -57,16 +59,33 @@ class FileImage:
 
     def __init__(self, size: int, directory: str) -> None:
         self.size = size
-        fd, self.path = tempfile.mkstemp(prefix="s3slice-", suffix=".image", dir=directory)
+        self.directory = directory
+        try:
+            fd, self.path = tempfile.mkstemp(prefix="s3slice-", suffix=".image", dir=directory)
+        except OSError as e:
+            raise self._error(e) from e
         self._fd = fd
-        os.ftruncate(fd, size)
+        try:
+            os.ftruncate(fd, size)
+        except OSError as e:
+            self.close()
+            raise self._error(e) from e
+
+    def _error(self, e: OSError) -> S3SliceTransientError:
+        # The free space was checked when the strategy was chosen; running out now means
+        # something else filled the directory meanwhile, which a retry may not meet.
+        return S3SliceTransientError(f"the temporary directory {self.directory}: "
+                                     f"{e.strerror or e}")
 
     def write(self, start: int, data: memoryview) -> None:
         view = data
-        while view:
-            written = os.pwrite(self._fd, view, start)
-            start += written
-            view = view[written:]
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, start)
+                start += written
+                view = view[written:]
+        except OSError as e:
+            raise self._error(e) from e
 
     def source(self) -> pa.NativeFile:
         return pa.memory_map(self.path, "r")

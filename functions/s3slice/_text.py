@@ -25,7 +25,7 @@ from typing import Literal
 import polars as pl
 import pyarrow as pa
 
-from ._errors import ObjectFormatError, QueryError, RequestError
+from ._errors import ObjectFormatError, QueryError, RequestError, S3SliceTransientError
 
 InputFormat = Literal["parquet", "csv", "json"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
@@ -192,13 +192,21 @@ def decompressed_file(path: str, compression: Compression, directory: str, *,
         return
     fd, out = tempfile.mkstemp(prefix="s3slice-", suffix=".text", dir=directory)
     try:
-        try:
-            with pa.input_stream(path, compression=_PYARROW_CODECS[compression]) as src, \
-                    os.fdopen(fd, "wb") as dst:
-                while chunk := src.read(_STREAM_CHUNK):
+        with os.fdopen(fd, "wb") as dst, \
+                pa.input_stream(path, compression=_PYARROW_CODECS[compression]) as src:
+            while True:
+                try:
+                    chunk = src.read(_STREAM_CHUNK)
+                except (OSError, EOFError, ValueError, pa.ArrowException) as e:
+                    raise ObjectFormatError(f"cannot decompress as {compression}: {e}",
+                                            uri=uri) from e
+                if not chunk:
+                    break
+                try:
                     dst.write(chunk)
-        except (OSError, EOFError, ValueError, pa.ArrowException) as e:
-            raise ObjectFormatError(f"cannot decompress as {compression}: {e}", uri=uri) from e
+                except OSError as e:
+                    raise S3SliceTransientError(f"the temporary directory {directory}: "
+                                                f"{e.strerror or e}") from e
         yield out
     finally:
         with contextlib.suppress(OSError):
