@@ -1,5 +1,6 @@
-"""/tmp full: when the free space is short the engine keeps data in memory instead; when
-the directory fills up during a read, the error is typed (retryable) and nothing is left."""
+"""A full temporary directory: when the free space is short the engine keeps data in
+memory instead; when the directory fills up during a read, the error is typed (retryable)
+and nothing is left."""
 
 from __future__ import annotations
 
