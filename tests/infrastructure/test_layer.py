@@ -299,11 +299,11 @@ def test_deployable_layer_works_with_its_python(layer: Built) -> None:
 #: What the integration tests need besides the service and its dependencies: the test
 #: runner, boto3 (which the Lambda runtime provides) and the embedded S3 server, i.e. moto
 #: for S3 plus the server-mode pieces of ``moto[server]`` that ``s3slice._local_s3`` uses
-#: (flask, flask-cors): the rest of that extra (cfn-lint, sympy, docker, aws-xray-sdk, ...)
-#: is for other services, would triple the install, and would put on the path an X-Ray
-#: SDK that the layer deliberately leaves out.
+#: (flask, flask-cors), and psutil for the warm-reuse test. The rest of that extra
+#: (cfn-lint, sympy, docker, aws-xray-sdk, ...) is for other services, would triple the
+#: install, and would put on the path an X-Ray SDK that the layer deliberately leaves out.
 TEST_ENV_REQUIREMENTS = ("pytest", "pytest-timeout", "hypothesis", "boto3", "moto[s3]",
-                         "flask", "flask-cors")
+                         "flask", "flask-cors", "psutil")
 #: The layer's import packages that the service uses (and their compiled runtime).
 SERVICE_PACKAGES = ("polars", "pyarrow", "obstore", "aws_lambda_powertools", "sqlglot")
 LAYER_ONLY_PACKAGES = (*SERVICE_PACKAGES, "_polars_runtime_32", "aws_xray_sdk", "wrapt",
