@@ -299,7 +299,7 @@ def test_deployable_layer_works_with_its_python(layer: Built) -> None:
 #: What the integration tests need besides the service and its dependencies: the test
 #: runner, boto3 (which the Lambda runtime provides) and the embedded S3 server, i.e. moto
 #: for S3 plus the server-mode pieces of ``moto[server]`` that ``s3slice._local_s3`` uses
-#: (flask, flask-cors), and psutil for the warm-reuse test. The rest of that extra
+#: (flask, flask-cors), and psutil (imported by the warm-reuse module). The rest of that extra
 #: (cfn-lint, sympy, docker, aws-xray-sdk, ...) is for other services, would triple the
 #: install, and would put on the path an X-Ray SDK that the layer deliberately leaves out.
 TEST_ENV_REQUIREMENTS = ("pytest", "pytest-timeout", "hypothesis", "boto3", "moto[s3]",
@@ -444,8 +444,10 @@ def test_integration_tests_pass_on_the_native_layer(
         PATH=os.pathsep.join([str(venv / "bin"), os.environ.get("PATH", "")]),
         PYTHONPATH=os.pathsep.join([str(native_layer.site), str(functions), str(plugin_dir)]),
         S3SLICE_PROVENANCE=str(provenance))
+    # The slow warm-reuse test repeats what the others exercise a thousand times; it runs
+    # in the main suite, and the layer is proven by everything else.
     run = subprocess.run(
-        [python, "-m", "pytest", "tests/integration", "-m", "not benchmark", "-q",
+        [python, "-m", "pytest", "tests/integration", "-m", "not benchmark and not slow", "-q",
          "-p", "no:cacheprovider", "-p", "s3slice_layer_provenance"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1500, check=False)
     output = run.stdout + run.stderr
