@@ -187,10 +187,9 @@ class Engine:
         for src in request.sources:
             if isinstance(src, ObjectRef):
                 objects.append(src)
-            elif _sources.is_glob(src.key):
+            elif src.is_glob:
                 pattern = _sources.glob_regex(src.key)
-                found = [o for o in self.fetcher.list_objects(
-                             src.bucket, _sources.literal_prefix(src.key))
+                found = [o for o in self.fetcher.list_objects(src.bucket, src.listed)
                          if pattern.match(o.key) and not o.key.endswith("/") and o.size != 0]
                 if not found:
                     raise ObjectNotFoundError("no objects match this pattern", uri=src.uri)

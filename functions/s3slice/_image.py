@@ -23,6 +23,13 @@ from ._errors import S3SliceTransientError
 _MAP_NORESERVE: int = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 
 
+def tmp_dir_error(directory: str, e: OSError) -> S3SliceTransientError:
+    """A write to the temporary directory failed (it filled up). The free space was checked
+    when the strategy was chosen, so something else filled it meanwhile, which a retry may
+    not meet."""
+    return S3SliceTransientError(f"the temporary directory {directory}: {e.strerror or e}")
+
+
 class Image(Protocol):
     size: int
 
@@ -72,10 +79,7 @@ class FileImage:
             raise self._error(e) from e
 
     def _error(self, e: OSError) -> S3SliceTransientError:
-        # The free space was checked when the strategy was chosen; running out now means
-        # something else filled the directory meanwhile, which a retry may not meet.
-        return S3SliceTransientError(f"the temporary directory {self.directory}: "
-                                     f"{e.strerror or e}")
+        return tmp_dir_error(self.directory, e)
 
     def write(self, start: int, data: memoryview) -> None:
         view = data

@@ -23,9 +23,7 @@ from urllib.parse import unquote
 import polars as pl
 
 from . import _predicate as P
-from ._request import ObjectRef, is_glob, literal_prefix
-
-__all__ = ["glob_regex", "is_glob", "literal_prefix", "may_match", "partitions"]
+from ._request import ObjectRef
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 

@@ -25,7 +25,8 @@ from typing import Literal
 import polars as pl
 import pyarrow as pa
 
-from ._errors import ObjectFormatError, QueryError, RequestError, S3SliceTransientError
+from ._errors import ObjectFormatError, QueryError, RequestError
+from ._image import tmp_dir_error
 
 InputFormat = Literal["parquet", "csv", "json"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
@@ -205,8 +206,7 @@ def decompressed_file(path: str, compression: Compression, directory: str, *,
                 try:
                     dst.write(chunk)
                 except OSError as e:
-                    raise S3SliceTransientError(f"the temporary directory {directory}: "
-                                                f"{e.strerror or e}") from e
+                    raise tmp_dir_error(directory, e) from e
         yield out
     finally:
         with contextlib.suppress(OSError):
