@@ -251,12 +251,11 @@ def _one_of(raw: Mapping[str, Any], key: str, choices: Sequence[str], default: s
     return value
 
 
-def _char(raw: Mapping[str, Any], key: str, default: str | None) -> str | None:
-    value = raw.get(key, default)
-    if value is None:
-        return None
+def one_char(raw: Mapping[str, Any], name: str, default: str, field: str) -> str:
+    """``raw[name]`` (else ``default``), which must be a single character."""
+    value = raw.get(name, default)
     if not isinstance(value, str) or len(value) != 1:
-        raise RequestError(f"expected one character, got {value!r}", field=f"input.{key}")
+        raise RequestError(f"expected one character, got {value!r}", field=f"{field}.{name}")
     return value
 
 
@@ -290,13 +289,10 @@ def parse_input(raw: object) -> InputSpec | None:
     infer = raw.get("infer_types", True)
     if not isinstance(infer, bool):
         raise RequestError(f"expected true or false, got {infer!r}", field="input.infer_types")
-    delimiter = _char(raw, "delimiter", ",")
-    quote = _char(raw, "quote", '"')
-    assert delimiter is not None
-    assert quote is not None
+    comment = None if raw.get("comment") is None else one_char(raw, "comment", "#", "input")
     return InputSpec(format=fmt, compression=compression,  # type: ignore[arg-type]
-                     header=header, delimiter=delimiter, quote=quote,
-                     comment=_char(raw, "comment", None),
+                     header=header, delimiter=one_char(raw, "delimiter", ",", "input"),
+                     quote=one_char(raw, "quote", '"', "input"), comment=comment,
                      json_type=_one_of(raw, "json_type", ("auto", "lines", "document"),
                                        "auto"),  # type: ignore[arg-type]
                      strings_only=not infer)

@@ -30,7 +30,7 @@ import polars as pl
 from ._engine import Engine
 from ._errors import RequestError, ResultTooLargeError
 from ._output import MAX_INLINE_BYTES, output_key
-from ._request import ObjectRef, OutputSpec, Query, Request, parse_output
+from ._request import ObjectRef, OutputSpec, Query, Request, one_char, parse_output
 from ._text import Compression, InputSpec
 
 SELECT_FIELDS = frozenset({"Bucket", "Key", "Expression", "ExpressionType",
@@ -43,13 +43,6 @@ def _mapping(raw: object, field: str) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise RequestError(f"expected an object, got {type(raw).__name__}", field=field)
     return raw
-
-
-def _char(raw: Mapping[str, Any], name: str, default: str, field: str) -> str:
-    value = raw.get(name, default)
-    if not isinstance(value, str) or len(value) != 1:
-        raise RequestError(f"expected one character, got {value!r}", field=f"{field}.{name}")
-    return value
 
 
 def parse_input(raw: object) -> InputSpec:
@@ -85,16 +78,16 @@ def parse_input(raw: object) -> InputSpec:
     if record not in ("\n", "\r\n"):
         raise RequestError(f"only \\n and \\r\\n are supported, got {record!r}",
                            field=f"{where}.RecordDelimiter")
-    quote = _char(options, "QuoteCharacter", '"', where)
+    quote = one_char(options, "QuoteCharacter", '"', where)
     escape = options.get("QuoteEscapeCharacter", quote)
     if escape != quote:
         raise RequestError("only a doubled quote character escapes a quote",
                            field=f"{where}.QuoteEscapeCharacter")
     comment = options.get("Comments")
     if comment is not None:
-        comment = _char(options, "Comments", "#", where)
+        comment = one_char(options, "Comments", "#", where)
     return InputSpec(format="csv", header=header.lower(), compression=_COMPRESSIONS[compression],
-                     delimiter=_char(options, "FieldDelimiter", ",", where), quote=quote,
+                     delimiter=one_char(options, "FieldDelimiter", ",", where), quote=quote,
                      comment=comment)
 
 
@@ -136,8 +129,8 @@ def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
                            field=f"{where}.QuoteFields")
     buf = io.BytesIO()
     frame.write_csv(buf, include_header=False,
-                    separator=_char(options, "FieldDelimiter", ",", where),
-                    quote_char=_char(options, "QuoteCharacter", '"', where),
+                    separator=one_char(options, "FieldDelimiter", ",", where),
+                    quote_char=one_char(options, "QuoteCharacter", '"', where),
                     line_terminator=delimiter,
                     quote_style="always" if quote_fields == "ALWAYS" else "necessary")
     return buf.getvalue(), "csv"
