@@ -275,9 +275,8 @@ def duckdb_httpfs(t: Target) -> Run:
         / f"v{duckdb.__version__}"
         / "httpfs.duckdb_extension"
     )
-    con = duckdb.connect(
-        config={"autoinstall_known_extensions": False, "enable_progress_bar": False}
-    )
+    con = duckdb.connect(config={"autoinstall_known_extensions": False})
+    con.execute("SET enable_progress_bar = false")  # a local setting, not a config one
     con.execute(f"LOAD '{ext}'")
     con.execute(
         f"""CREATE SECRET bench (TYPE s3, KEY_ID '{ACCESS_KEY}', SECRET '{SECRET_KEY}',

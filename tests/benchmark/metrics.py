@@ -1,4 +1,4 @@
-"""Server-side request and byte counters: MinIO's v3 API metrics and toxiproxy's bytes.
+"""Server-side request and byte counters, from MinIO's v3 API metrics.
 
 A :class:`Counters` snapshot is taken right before and right after each measured run;
 the difference is what that run cost the server. Counters are bumped by MinIO when a
@@ -47,7 +47,6 @@ class Counters:
 
     requests: dict[str, int] = field(default_factory=dict)  # by S3 API name
     minio_sent_bytes: int = 0  # response bytes MinIO's S3 handlers wrote
-    proxy_sent_bytes: int = 0  # bytes toxiproxy delivered to clients (headers included)
     inflight: int = 0
 
     @property
@@ -60,7 +59,6 @@ class Counters:
         return Counters(
             requests={n: v for n, v in sorted(diff.items()) if v},
             minio_sent_bytes=self.minio_sent_bytes - other.minio_sent_bytes,
-            proxy_sent_bytes=self.proxy_sent_bytes - other.proxy_sent_bytes,
         )
 
     def __add__(self, other: Counters) -> Counters:
@@ -68,7 +66,6 @@ class Counters:
         return Counters(
             requests={n: self.requests.get(n, 0) + other.requests.get(n, 0) for n in sorted(names)},
             minio_sent_bytes=self.minio_sent_bytes + other.minio_sent_bytes,
-            proxy_sent_bytes=self.proxy_sent_bytes + other.proxy_sent_bytes,
         )
 
     def to_json(self) -> dict[str, object]:
@@ -76,7 +73,6 @@ class Counters:
             "requests": dict(self.requests),
             "total_requests": self.total_requests,
             "minio_sent_bytes": self.minio_sent_bytes,
-            "proxy_sent_bytes": self.proxy_sent_bytes,
         }
 
     @classmethod
@@ -84,13 +80,10 @@ class Counters:
         reqs = data.get("requests", {})
         assert isinstance(reqs, dict)
         sent = data.get("minio_sent_bytes", 0)
-        proxy = data.get("proxy_sent_bytes", 0)
         assert isinstance(sent, int)
-        assert isinstance(proxy, int)
         return cls(
             requests={str(k): int(v) for k, v in reqs.items()},
             minio_sent_bytes=sent,
-            proxy_sent_bytes=proxy,
         )
 
     def describe(self) -> str:
@@ -110,7 +103,7 @@ class Counters:
         return " + ".join(parts) or "0"
 
 
-def scrape(minio_metrics_url: str, proxy_metrics_url: str | None) -> Counters:
+def scrape(minio_metrics_url: str) -> Counters:
     requests: dict[str, int] = {}
     sent = 0
     inflight = 0
@@ -123,27 +116,16 @@ def scrape(minio_metrics_url: str, proxy_metrics_url: str | None) -> Counters:
             sent += int(value)
         elif name == "minio_api_requests_inflight_total":
             inflight += int(value)
-    proxy = 0
-    if proxy_metrics_url:
-        for name, labels, value in parse_prometheus(_get(proxy_metrics_url)):
-            if name == "toxiproxy_proxy_sent_bytes_total" and labels.get("direction") == (
-                "downstream"
-            ):
-                proxy += int(value)
-    return Counters(
-        requests=requests, minio_sent_bytes=sent, proxy_sent_bytes=proxy, inflight=inflight
-    )
+    return Counters(requests=requests, minio_sent_bytes=sent, inflight=inflight)
 
 
-def snapshot(
-    minio_metrics_url: str, proxy_metrics_url: str | None, settle_s: float = 30.0
-) -> Counters:
+def snapshot(minio_metrics_url: str, settle_s: float = 30.0) -> Counters:
     """Counters once MinIO has no request in flight and two reads in a row agree."""
     deadline = time.monotonic() + settle_s
-    last = scrape(minio_metrics_url, proxy_metrics_url)
+    last = scrape(minio_metrics_url)
     while time.monotonic() < deadline:
         time.sleep(0.05)
-        now = scrape(minio_metrics_url, proxy_metrics_url)
+        now = scrape(minio_metrics_url)
         if now.inflight == 0 and now == last:
             return now
         last = now

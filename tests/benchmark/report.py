@@ -116,7 +116,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"- counter self-check: {'passed' if sc['ok'] else 'FAILED'}: 3 range GETs of "
         f"{rg['expected_body_bytes']} body bytes counted as {rg['requests']} and "
         f"{rg['minio_sent_bytes']} bytes by MinIO ({rg['minio_overhead_bytes']} over the "
-        f"body), {rg['proxy_sent_bytes']} by toxiproxy; 1 HEAD + 1 LIST counted as "
+        f"body); 1 HEAD + 1 LIST counted as "
         f"{sc['head_list']['requests']}; 1 s idle with scrapes counted "
         f"{sc['idle']['total_requests']} requests"
     )

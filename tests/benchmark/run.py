@@ -33,11 +33,6 @@ from .common import BUCKET, REPO, RESULTS, WORK, client_env
 from .metrics import Counters
 from .verify import Summary, compare, oracle
 
-PROFILE_TEXT = {
-    "lambda-s3": "+25 ms latency and 90 MB/s per connection, server → client",
-    "unshaped": "the same proxy, no toxics",
-}
-
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
     del frame
@@ -198,7 +193,6 @@ def summarize_record(
         requests_total=mid.total_requests,
         requests_text=mid.describe(),
         bytes=mid.minio_sent_bytes,
-        proxy_bytes=mid.proxy_sent_bytes,
     )
     totals = {(c.total_requests, c.minio_sent_bytes) for c in counters}
     if len(totals) > 1:
@@ -297,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         for prof in profiles:
             sub.set_profile(prof)
             pcheck = selfcheck.profile(sub)
-            profile_meta.append({"name": prof, "description": PROFILE_TEXT[prof], "check": pcheck})
+            profile_meta.append(
+                {"name": prof, "description": substrate.PROFILES[prof].description, "check": pcheck}
+            )
             print(f"[profile] {prof}: {pcheck}", flush=True)
             for case in chosen:
                 results += run_case(
@@ -369,7 +365,6 @@ def run_case(
             "warmup": args.warmup,
             "repeats": args.repeats,
             "minio_metrics_url": sub.minio_metrics_url,
-            "proxy_metrics_url": sub.proxy_metrics_url,
             "frame_path": str(stem.with_suffix(".parquet")),
         }
         rec, maxrss = run_worker(spec, stem, args.timeout)

@@ -1,25 +1,37 @@
 """The S3 substrate the benchmark runs against: MinIO behind toxiproxy, on 127.0.0.1 only.
 
-Both are Go programs installed with ``go install`` into ``.work/bin`` (pinned below) and
-started as their own process groups; :meth:`Substrate.stop` ends each group, bounded in
-time, and is reached from ``finally`` on Ctrl-C, SIGTERM and exceptions alike.
+MinIO and toxiproxy are Go programs installed with ``go install`` into ``.work/bin``
+(pinned below); ``pacer/`` is a small Go TCP proxy of this harness, built with
+``go build``. Each is started as its own process group; :meth:`Substrate.stop` ends each
+group, bounded in time, and is reached from ``finally`` on Ctrl-C, SIGTERM and exceptions
+alike. Clients → toxiproxy → pacer → MinIO.
 
-Profiles (toxics on the proxy's downstream, i.e. the server → client direction):
+Profiles:
 
-- ``lambda-s3``: +25 ms latency and 90 MB/s *per connection* (toxiproxy instantiates
-  each toxic per connection; the bandwidth ``rate`` is in KB/s with KB = 1000 bytes).
-- ``unshaped``: the same proxy with no toxics.
+- ``lambda-s3``: +25 ms before each response (toxiproxy's latency toxic, on the requests)
+  and 90 MB/s *per connection* (the pacer).
+- ``unshaped``: the same path with no toxic and no pacing.
+
+Why the pacer and not toxiproxy's bandwidth toxic: the toxic sleeps once per 32 KiB
+chunk, and on this machine a sleep that short costs a millisecond or more, so one
+connection got 15 to 20 MB/s out of a configured 90, or 380 MB/s in another run
+(measured with :func:`selfcheck.profile`). Latency toxics on the response stream have the
+same per-chunk sleep (19 MB/s), so the latency goes on the request instead: one delay per
+request, the same 25 ms before the first byte. The pacer schedules chunks by absolute
+deadlines, so a late wake-up is caught up by the next chunks.
 
 Requests and bytes are counted by the server, not by the clients: MinIO's v3 metrics
 endpoint ``/minio/metrics/v3/api/requests`` is computed live on each scrape (the v2
 ``/minio/v2/metrics/{cluster,node}`` endpoints cache the HTTP group for 10 s, which makes
-before/after diffs wrong), and toxiproxy's ``-proxy-metrics`` counter of bytes it sent to
-clients is kept beside it as an independent check.
+before/after diffs wrong). toxiproxy's own byte counter is not used: it adds a
+connection's bytes only when the connection closes cleanly (``link.go``), and the clients
+keep theirs alive.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -44,24 +56,31 @@ MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 TOXIPROXY_VERSION = "v2.12.0"
 
-PROFILES: dict[str, list[dict[str, Any]]] = {
-    "lambda-s3": [
-        {
-            "name": "latency",
-            "type": "latency",
-            "stream": "downstream",
-            "toxicity": 1.0,
-            "attributes": {"latency": 25, "jitter": 0},
-        },
-        {
-            "name": "bandwidth",
-            "type": "bandwidth",
-            "stream": "downstream",
-            "toxicity": 1.0,
-            "attributes": {"rate": 90_000},  # KB/s, KB = 1000 B: 90 MB/s per connection
-        },
-    ],
-    "unshaped": [],
+PACER_SOURCE = Path(__file__).parent / "pacer"
+
+
+@dataclass(frozen=True)
+class Profile:
+    toxics: list[dict[str, Any]]
+    bytes_per_s: int  # per connection, server → client; 0 = unpaced
+    description: str
+
+
+PROFILES: dict[str, Profile] = {
+    "lambda-s3": Profile(
+        toxics=[
+            {
+                "name": "latency",
+                "type": "latency",
+                "stream": "upstream",  # on the request: one delay per request
+                "toxicity": 1.0,
+                "attributes": {"latency": 25, "jitter": 0},
+            },
+        ],
+        bytes_per_s=90_000_000,
+        description="+25 ms per request (toxiproxy), 90 MB/s per connection (pacer)",
+    ),
+    "unshaped": Profile(toxics=[], bytes_per_s=0, description="no toxic, no pacing"),
 }
 
 STOP_GRACE_S = 10.0
@@ -104,12 +123,42 @@ def go_install(module: str, version: str, binary: str, log: TextIO) -> Path:
     return target
 
 
-def ensure_binaries() -> tuple[Path, Path]:
+def build_pacer(log: TextIO) -> Path:
+    """``go build`` the pacer (standard library only) unless its source is unchanged."""
+    BIN.mkdir(parents=True, exist_ok=True)
+    target = BIN / "pacer"
+    stamp = BIN / "pacer.version"
+    digest = hashlib.sha256()
+    for path in sorted(PACER_SOURCE.iterdir()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    wanted = digest.hexdigest()
+    if target.exists() and stamp.exists() and stamp.read_text().strip() == wanted:
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise SubstrateError("`go` is not on PATH; the benchmark builds its pacer")
+    proc = subprocess.run(
+        [go, "build", "-o", str(target), "."],
+        cwd=PACER_SOURCE,
+        env=dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SubstrateError(f"go build of the pacer failed; see {log.name}")
+    stamp.write_text(wanted + "\n")
+    return target
+
+
+def ensure_binaries() -> tuple[Path, Path, Path]:
     WORK.mkdir(parents=True, exist_ok=True)
     with (WORK / "go-install.log").open("a") as log:
         minio = go_install(MINIO_MODULE, MINIO_VERSION, "minio", log)
         toxiproxy = go_install(TOXIPROXY_MODULE, TOXIPROXY_VERSION, "toxiproxy-server", log)
-    return minio, toxiproxy
+        pacer = build_pacer(log)
+    return minio, toxiproxy, pacer
 
 
 def _http(method: str, url: str, body: Any = None, timeout: float = 10.0) -> tuple[int, bytes]:
@@ -153,11 +202,13 @@ def stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> 
 
 @dataclass
 class Substrate:
-    """A running MinIO + toxiproxy pair. Use :func:`running` to get one."""
+    """Running MinIO, pacer and toxiproxy. Use :func:`running` to get one."""
 
     minio_port: int
     toxi_api_port: int
     proxy_port: int
+    pacer_port: int
+    pacer_control_port: int
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     profile: str = "unshaped"
 
@@ -176,10 +227,6 @@ class Substrate:
         return f"{self.direct_endpoint}/minio/metrics/v3/api/requests"
 
     @property
-    def proxy_metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.toxi_api_port}/metrics"
-
-    @property
     def toxi_api(self) -> str:
         return f"http://127.0.0.1:{self.toxi_api_port}"
 
@@ -191,7 +238,8 @@ class Substrate:
             raise SubstrateError(f"toxiproxy: listing toxics answered {status}: {body!r}")
         for toxic in json.loads(body):
             _http("DELETE", f"{self.toxi_api}/proxies/s3/toxics/{toxic['name']}")
-        for toxic in PROFILES[name]:
+        profile = PROFILES[name]
+        for toxic in profile.toxics:
             status, body = _http("POST", f"{self.toxi_api}/proxies/s3/toxics", toxic)
             if status != 200:
                 raise SubstrateError(
@@ -199,8 +247,12 @@ class Substrate:
                 )
         status, body = _http("GET", f"{self.toxi_api}/proxies/s3/toxics")
         active = sorted(t["name"] for t in json.loads(body))
-        if active != sorted(t["name"] for t in PROFILES[name]):
+        if active != sorted(t["name"] for t in profile.toxics):
             raise SubstrateError(f"toxiproxy: profile {name} left toxics {active}")
+        rate_url = f"http://127.0.0.1:{self.pacer_control_port}/rate"
+        status, body = _http("PUT", f"{rate_url}?bytes_per_s={profile.bytes_per_s}")
+        if status != 200 or int(body) != profile.bytes_per_s:
+            raise SubstrateError(f"pacer: setting the rate answered {status}: {body!r}")
         self.profile = name
 
     def stop(self) -> None:
@@ -225,10 +277,16 @@ def _start(cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Po
 @contextlib.contextmanager
 def running(data_dir: Path | None = None) -> Iterator[Substrate]:
     """Install (once), start, yield, and always stop MinIO and toxiproxy."""
-    minio_bin, toxi_bin = ensure_binaries()
+    minio_bin, toxi_bin, pacer_bin = ensure_binaries()
     data_dir = data_dir or (WORK / "minio-data")
     data_dir.mkdir(parents=True, exist_ok=True)
-    sub = Substrate(minio_port=free_port(), toxi_api_port=free_port(), proxy_port=free_port())
+    sub = Substrate(
+        minio_port=free_port(),
+        toxi_api_port=free_port(),
+        proxy_port=free_port(),
+        pacer_port=free_port(),
+        pacer_control_port=free_port(),
+    )
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MINIO_"))}
     minio_env = dict(
         base_env,
@@ -265,21 +323,36 @@ def running(data_dir: Path | None = None) -> Iterator[Substrate]:
                     "127.0.0.1",
                     "-port",
                     str(sub.toxi_api_port),
-                    "-proxy-metrics",
                 ],
                 base_env,
                 WORK / "logs" / "toxiproxy.log",
             )
         )
+        sub.procs.append(
+            _start(
+                [
+                    str(pacer_bin),
+                    "-listen",
+                    f"127.0.0.1:{sub.pacer_port}",
+                    "-upstream",
+                    f"127.0.0.1:{sub.minio_port}",
+                    "-control",
+                    f"127.0.0.1:{sub.pacer_control_port}",
+                ],
+                base_env,
+                WORK / "logs" / "pacer.log",
+            )
+        )
         _wait_http_ok(f"{sub.direct_endpoint}/minio/health/ready", sub.procs[0], "MinIO", 60)
         _wait_http_ok(f"{sub.toxi_api}/version", sub.procs[1], "toxiproxy", 30)
+        _wait_http_ok(f"http://127.0.0.1:{sub.pacer_control_port}/rate", sub.procs[2], "pacer", 30)
         status, body = _http(
             "POST",
             f"{sub.toxi_api}/proxies",
             {
                 "name": "s3",
                 "listen": f"127.0.0.1:{sub.proxy_port}",
-                "upstream": f"127.0.0.1:{sub.minio_port}",
+                "upstream": f"127.0.0.1:{sub.pacer_port}",
                 "enabled": True,
             },
         )

@@ -43,7 +43,7 @@ def main(spec_path: str, out_path: str) -> int:
         query=query_from_json(spec["query"]),
         service_query=spec["service_query"],
     )
-    murl, purl = spec["minio_metrics_url"], spec["proxy_metrics_url"]
+    murl = spec["minio_metrics_url"]
     try:
         setup = APPROACHES[spec["approach"]]
         t0 = time.perf_counter()
@@ -54,11 +54,11 @@ def main(spec_path: str, out_path: str) -> int:
         total = spec["warmup"] + spec["repeats"]
         for i in range(total):
             gc.collect()
-            before = snapshot(murl, purl)
+            before = snapshot(murl)
             t0 = time.perf_counter()
             frame = run()
             wall = time.perf_counter() - t0
-            after = snapshot(murl, purl)
+            after = snapshot(murl)
             last = i == total - 1
             norm = normalize(frame, spec["schema"])
             frame_path = Path(spec["frame_path"])

@@ -1,0 +1,3 @@
+module s3slice.local/pacer
+
+go 1.22
