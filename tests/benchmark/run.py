@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds one approach may take for all its runs before it is killed",
     )
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.* are written")
+    p.add_argument(
+        "--minio-data",
+        type=Path,
+        default=substrate.default_data_dir(),
+        help="MinIO's bucket directory (default: on /dev/shm when there is one)",
+    )
     return p.parse_args(argv)
 
 
@@ -274,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[dict[str, Any]] = []
     profile_meta: list[dict[str, Any]] = []
-    with substrate.running() as sub:
+    with substrate.running(args.minio_data) as sub:
         ensure_bucket(sub)
         remote: dict[str, list[str]] = {
             dk: upload(sub, args.scale, dk, keys) for dk, keys in local_keys.items()
