@@ -93,8 +93,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "Written by `python -m tests.benchmark.run` (see tests/benchmark/README.md). "
         "Requests and bytes are the server's count (MinIO's live v3 API metrics, diffed "
         "around each run); wall is the median of the timed runs after the warm-up, in one "
-        "warm process per approach; peak RSS is that process's maximum (`wait4`), imports "
-        "included; x best peer divides by the fastest correct peer of the same case and "
+        "warm process per approach; peak RSS is that process's own maximum (`VmHWM`), "
+        "imports included; x best peer divides by the fastest correct peer of the same case and "
         "profile (below 1: faster than every peer).",
         "",
         f"- date: {meta['date']}",

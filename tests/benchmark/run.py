@@ -171,7 +171,10 @@ def slug(text: str) -> str:
 def summarize_record(
     rec: dict[str, Any], maxrss_kib: int, want: Summary, kind: str
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": kind, "peak_rss_mb": maxrss_kib * 1024 / 1e6, "notes": []}
+    # The worker's own VmHWM; wait4's figure (a floor of the harness's RSS at fork, see
+    # worker._peak_rss_kib) only when the worker was killed before it could say.
+    peak = rec.get("peak_rss_kib") or maxrss_kib
+    out: dict[str, Any] = {"kind": kind, "peak_rss_mb": peak * 1024 / 1e6, "notes": []}
     runs = rec.get("runs", [])
     out["runs"] = runs
     out["setup_s"] = rec.get("setup_s")

@@ -24,10 +24,24 @@ from .verify import compare, normalize, summarize
 
 
 def _rss_now_kib() -> int:
-    """Current RSS in KiB from /proc (the peak comes from the parent)."""
+    """Current RSS in KiB from /proc."""
     with open("/proc/self/statm") as f:
         pages = int(f.read().split()[1])
     return pages * resource.getpagesize() // 1024
+
+
+def _peak_rss_kib() -> int:
+    """This process's peak RSS (VmHWM) in KiB.
+
+    Not ``wait4``'s ``ru_maxrss`` in the parent: Linux carries the maximum over exec, so a
+    child's figure is at least the RSS its parent had when it forked (the harness holds
+    the oracles, about 250 MB).
+    """
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
 
 
 def main(spec_path: str, out_path: str) -> int:
@@ -83,6 +97,7 @@ def main(spec_path: str, out_path: str) -> int:
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a failed row
         record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         record["traceback"] = traceback.format_exc()[-4000:]
+    record["peak_rss_kib"] = _peak_rss_kib()
     Path(out_path).write_text(json.dumps(record, indent=1, default=str))
     return 0 if record["ok"] else 1
 
