@@ -396,7 +396,8 @@ def cases(scale: float, names: list[str] | None = None) -> list[Case]:
         unknown = set(names) - {c.name for c in chosen}
         if unknown:
             raise SystemExit(f"unknown case(s) {sorted(unknown)}; known: {CASE_NAMES}")
-        chosen = [c for c in chosen if c.name in names]
+        by_name = {c.name: c for c in chosen}
+        chosen = [by_name[n] for n in dict.fromkeys(names)]  # in the order asked
     return chosen
 
 

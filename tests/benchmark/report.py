@@ -97,7 +97,10 @@ def markdown(doc: dict[str, Any]) -> str:
         "imports included; x best peer divides by the fastest correct peer of the same case and "
         "profile (below 1: faster than every peer).",
         "",
-        f"- date: {meta['date']}",
+        f"- date: {meta['date']}"
+        + (
+            "" if meta.get("complete", True) else " (**incomplete**: the run stopped or is running)"
+        ),
         f"- commit: `{meta['commit']}`",
         f"- command: `{meta['command']}`",
         f"- scale: {meta['scale']:g}; repeats: {meta['repeats']} timed after "

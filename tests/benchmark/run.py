@@ -245,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if p not in substrate.PROFILES:
             raise SystemExit(f"unknown profile {p!r}; known: {sorted(substrate.PROFILES)}")
     WORK.mkdir(parents=True, exist_ok=True)
+    commit = report.git_commit()  # the code that runs, whatever is committed meanwhile
 
     # Data and oracle, before any server is up.
     local_keys: dict[str, list[str]] = {}
@@ -283,12 +284,34 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[dict[str, Any]] = []
     profile_meta: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {
+        "commit": commit,
+        "command": " ".join([".venv/bin/python -m tests.benchmark.run", *sys.argv[1:]]),
+        "scale": args.scale,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "substrate": substrate.versions(),
+        "profiles": profile_meta,
+        "pool_threads_for_multi_object_peers": 8,
+    }
+
+    def write_report(complete: bool) -> None:
+        """The report so far: rewritten after every case, so a stopped run still has one."""
+        meta.update(
+            date=report.now_iso(),
+            complete=complete,
+            machine=report.machine(),
+            packages=report.package_versions(),
+        )
+        report.write({"meta": meta, "cases": case_meta, "results": results}, args.out)
+
     with substrate.running(args.minio_data) as sub:
         ensure_bucket(sub)
         remote: dict[str, list[str]] = {
             dk: upload(sub, args.scale, dk, keys) for dk, keys in local_keys.items()
         }
         check = selfcheck.counters(sub)
+        meta["selfcheck"] = check
         print(
             f"[self-check] counters {'exact' if check['ok'] else 'NOT EXACT'}: "
             f"{json.dumps(check['range_gets'])}",
@@ -315,26 +338,9 @@ def main(argv: list[str] | None = None) -> int:
                     oracles[case.name],
                     service_problem,
                 )
+                write_report(complete=False)
 
-    doc = {
-        "meta": {
-            "date": report.now_iso(),
-            "commit": report.git_commit(),
-            "command": " ".join([".venv/bin/python -m tests.benchmark.run", *sys.argv[1:]]),
-            "scale": args.scale,
-            "repeats": args.repeats,
-            "warmup": args.warmup,
-            "machine": report.machine(),
-            "packages": report.package_versions(),
-            "substrate": substrate.versions(),
-            "selfcheck": check,
-            "profiles": profile_meta,
-            "pool_threads_for_multi_object_peers": 8,
-        },
-        "cases": case_meta,
-        "results": results,
-    }
-    report.write(doc, args.out)
+    write_report(complete=True)
     print(f"[report] {args.out / 'latest.md'}", flush=True)
     return 0
 

@@ -311,6 +311,9 @@ def running(data_dir: Path | None = None) -> Iterator[Substrate]:
         MINIO_BROWSER="off",
         MINIO_UPDATE="off",
         MINIO_CALLHOME_ENABLE="off",
+        # The background scanner walks every object; on 2 cores it competed with the
+        # measured requests right after an upload.
+        MINIO_SCANNER_SPEED="slowest",
     )
     try:
         sub.procs.append(
