@@ -90,6 +90,26 @@ class SubstrateError(RuntimeError):
     """The substrate could not be installed, started or configured."""
 
 
+def _run_go(
+    args: list[str], log: TextIO, what: str, timeout: float, cwd: Path | None = None, **env: str
+) -> None:
+    """Run ``go args`` (no cgo), its output to log; SubstrateError when it fails."""
+    go = shutil.which("go")
+    if go is None:
+        raise SubstrateError(f"`go` is not on PATH; the benchmark needs it for {what}")
+    proc = subprocess.run(
+        [go, *args],
+        cwd=cwd,
+        env=dict(os.environ, CGO_ENABLED="0", **env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SubstrateError(f"{what} failed; see {log.name}")
+
+
 def go_install(module: str, version: str, binary: str, log: TextIO) -> Path:
     """``go install module@version`` into BIN unless the pinned build is already there."""
     BIN.mkdir(parents=True, exist_ok=True)
@@ -98,22 +118,9 @@ def go_install(module: str, version: str, binary: str, log: TextIO) -> Path:
     wanted = f"{module}@{version}"
     if target.exists() and stamp.exists() and stamp.read_text().strip() == wanted:
         return target
-    go = shutil.which("go")
-    if go is None:
-        raise SubstrateError("`go` is not on PATH; the benchmark builds MinIO and toxiproxy")
     print(f"[substrate] go install {wanted} (first run only; MinIO takes minutes)", flush=True)
-    env = dict(os.environ, GOBIN=str(BIN), CGO_ENABLED="0")
     started = time.monotonic()
-    proc = subprocess.run(
-        [go, "install", wanted],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        timeout=3600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SubstrateError(f"go install {wanted} failed; see {log.name}")
+    _run_go(["install", wanted], log, f"go install {wanted}", 3600, GOBIN=str(BIN))
     # `go install .../cmd/server` names the binary after its directory.
     built = BIN / Path(module).name
     if built != target:
@@ -134,20 +141,7 @@ def build_pacer(log: TextIO) -> Path:
     wanted = digest.hexdigest()
     if target.exists() and stamp.exists() and stamp.read_text().strip() == wanted:
         return target
-    go = shutil.which("go")
-    if go is None:
-        raise SubstrateError("`go` is not on PATH; the benchmark builds its pacer")
-    proc = subprocess.run(
-        [go, "build", "-o", str(target), "."],
-        cwd=PACER_SOURCE,
-        env=dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod"),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SubstrateError(f"go build of the pacer failed; see {log.name}")
+    _run_go(["build", "-o", str(target), "."], log, "go build of the pacer", 600, PACER_SOURCE)
     stamp.write_text(wanted + "\n")
     return target
 
