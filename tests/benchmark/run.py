@@ -290,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": args.scale,
         "repeats": args.repeats,
         "warmup": args.warmup,
+        "packages": report.package_versions(),
         "substrate": substrate.versions(),
         "profiles": profile_meta,
         "pool_threads_for_multi_object_peers": 8,
@@ -297,12 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def write_report(complete: bool) -> None:
         """The report so far: rewritten after every case, so a stopped run still has one."""
-        meta.update(
-            date=report.now_iso(),
-            complete=complete,
-            machine=report.machine(),
-            packages=report.package_versions(),
-        )
+        meta.update(date=report.now_iso(), complete=complete, machine=report.machine())
         report.write({"meta": meta, "cases": case_meta, "results": results}, args.out)
 
     with substrate.running(args.minio_data) as sub:

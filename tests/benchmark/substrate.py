@@ -110,13 +110,18 @@ def _run_go(
         raise SubstrateError(f"{what} failed; see {log.name}")
 
 
+def _stamped(target: Path, stamp: Path, wanted: str) -> bool:
+    """Whether target exists and was built from ``wanted`` (recorded in its stamp file)."""
+    return target.exists() and stamp.exists() and stamp.read_text().strip() == wanted
+
+
 def go_install(module: str, version: str, binary: str, log: TextIO) -> Path:
     """``go install module@version`` into BIN unless the pinned build is already there."""
     BIN.mkdir(parents=True, exist_ok=True)
     target = BIN / binary
     stamp = BIN / f"{binary}.version"
     wanted = f"{module}@{version}"
-    if target.exists() and stamp.exists() and stamp.read_text().strip() == wanted:
+    if _stamped(target, stamp, wanted):
         return target
     print(f"[substrate] go install {wanted} (first run only; MinIO takes minutes)", flush=True)
     started = time.monotonic()
@@ -139,7 +144,7 @@ def build_pacer(log: TextIO) -> Path:
     for path in sorted(PACER_SOURCE.iterdir()):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     wanted = digest.hexdigest()
-    if target.exists() and stamp.exists() and stamp.read_text().strip() == wanted:
+    if _stamped(target, stamp, wanted):
         return target
     _run_go(["build", "-o", str(target), "."], log, "go build of the pacer", 600, PACER_SOURCE)
     stamp.write_text(wanted + "\n")
@@ -224,6 +229,10 @@ class Substrate:
     def toxi_api(self) -> str:
         return f"http://127.0.0.1:{self.toxi_api_port}"
 
+    @property
+    def pacer_rate_url(self) -> str:
+        return f"http://127.0.0.1:{self.pacer_control_port}/rate"
+
     def set_profile(self, name: str) -> None:
         if name not in PROFILES:
             raise SubstrateError(f"unknown profile {name!r}; known: {sorted(PROFILES)}")
@@ -243,8 +252,7 @@ class Substrate:
         active = sorted(t["name"] for t in json.loads(body))
         if active != sorted(t["name"] for t in profile.toxics):
             raise SubstrateError(f"toxiproxy: profile {name} left toxics {active}")
-        rate_url = f"http://127.0.0.1:{self.pacer_control_port}/rate"
-        status, body = _http("PUT", f"{rate_url}?bytes_per_s={profile.bytes_per_s}")
+        status, body = _http("PUT", f"{self.pacer_rate_url}?bytes_per_s={profile.bytes_per_s}")
         if status != 200 or int(body) != profile.bytes_per_s:
             raise SubstrateError(f"pacer: setting the rate answered {status}: {body!r}")
         self.profile = name
@@ -356,7 +364,7 @@ def running(data_dir: Path | None = None) -> Iterator[Substrate]:
         )
         _wait_http_ok(f"{sub.direct_endpoint}/minio/health/ready", sub.procs[0], "MinIO", 60)
         _wait_http_ok(f"{sub.toxi_api}/version", sub.procs[1], "toxiproxy", 30)
-        _wait_http_ok(f"http://127.0.0.1:{sub.pacer_control_port}/rate", sub.procs[2], "pacer", 30)
+        _wait_http_ok(sub.pacer_rate_url, sub.procs[2], "pacer", 30)
         status, body = _http(
             "POST",
             f"{sub.toxi_api}/proxies",
