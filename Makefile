@@ -8,10 +8,16 @@ CDK_CLI := cdk/node_modules/.bin/cdk
 
 .PHONY: setup demo tools test test-fast lint typecheck typecheck-cdk bench layer synth clean
 
-$(STAMP): pyproject.toml
+UV_VERSION := 0.13.9
+PIP_VERSION := 26.3
+UV := $(VENV)/bin/uv pip install --quiet --python $(PY) --constraint constraints.txt
+
+# uv installs the pinned set in about a minute; pip's resolver took 13 to 20 minutes.
+# pip stays in the venv, at a pinned version: the layer build runs it.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,cdk]'
+	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV) pip==$(PIP_VERSION) -e '.[dev,cdk]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -56,7 +62,7 @@ test-fast: $(STAMP)
 	$(VENV)/bin/pytest tests/unit tests/functional -p no:cacheprovider
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[bench]'
+	$(UV) -e '.[bench]'
 	$(PY) -m tests.benchmark.run $(BENCH_ARGS)
 
 layer: $(STAMP) tools
