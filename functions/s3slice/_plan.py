@@ -3,8 +3,8 @@
 Nothing here touches the network. Given the footer (parsed by pyarrow), the pruning
 predicate and the needed columns, it keeps the row groups that could hold a matching row,
 lists the byte ranges of their needed column chunks (dictionary pages included), coalesces
-neighbours closer than ``max_gap`` and splits what is larger than ``part_size`` into parallel
-parts. The plan knows ``needed_bytes`` before any data moves.
+neighbours closer than ``max_gap`` and splits what is at least twice ``part_size`` into
+parallel parts. The plan knows ``needed_bytes`` before any data moves.
 """
 
 from __future__ import annotations
@@ -144,13 +144,21 @@ def coalesce(ranges: Iterable[Range], max_gap: int) -> list[Range]:
 
 
 def split(ranges: Iterable[Range], part_size: int) -> list[Range]:
-    """Each range cut into parts of at most ``part_size`` bytes, evenly sized."""
+    """Each range cut into equal parts of at least ``part_size`` bytes (and under twice that).
+
+    A range shorter than twice ``part_size`` stays one request: a whole row group's column
+    chunks are one GET, as in polars' own reader, and only larger ranges are spread over
+    parallel connections.
+    """
     out: list[Range] = []
     for start, end in ranges:
-        length = end - start
-        parts = max(1, -(-length // part_size))
-        step = -(-length // parts)
-        out.extend((a, min(a + step, end)) for a in range(start, end, step))
+        parts = max(1, (end - start) // part_size)
+        step, longer = divmod(end - start, parts)
+        a = start
+        for i in range(parts):
+            b = a + step + (1 if i < longer else 0)
+            out.append((a, b))
+            a = b
     return out
 
 

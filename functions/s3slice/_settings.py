@@ -40,7 +40,7 @@ class Settings:
     tmp_dir                 S3SLICE_TMP_DIR                  the system temp dir (/tmp on Lambda)
     footer_size             S3SLICE_FOOTER_SIZE              64 KiB (one suffix GET)
     max_gap                 S3SLICE_MAX_GAP                  64 KiB (coalesce ranges closer)
-    part_size               S3SLICE_PART_SIZE                8 MiB (split ranges larger)
+    part_size               S3SLICE_PART_SIZE                8 MiB (smallest part of a split)
     concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
     small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)
     whole_object_ratio      S3SLICE_WHOLE_OBJECT_RATIO       0.75 (needed/size above: whole)

@@ -96,7 +96,9 @@ def test_fetch_ranges_cover_needed_bytes_and_respect_knobs(sample: bytes) -> Non
         for part in (64, 1000, 1 << 20):
             s = Settings(max_gap=gap, part_size=part)
             ranges = plan.fetch_ranges(s)
-            assert all(0 < b - a <= part for a, b in ranges)
+            assert all(0 < b - a < 2 * part for a, b in ranges)
+            merged = coalesce((r for g in plan.row_groups for r in plan.chunks[g]), gap)
+            assert len(ranges) == sum(max(1, (b - a) // part) for a, b in merged)
             covered = set()
             for a, b in ranges:
                 covered.update(range(a, b))
@@ -135,7 +137,22 @@ def test_split_preserves_bytes(ranges: list[tuple[int, int]], part: int) -> None
     merged = coalesce(ranges, 0)
     parts = split(merged, part)
     assert total(parts) == total(merged)
-    assert all(b - a <= part for a, b in parts)
+    assert [i for a, b in parts for i in range(a, b)] == [
+        i for a, b in merged for i in range(a, b)]
+    for a, b in merged:
+        mine = [(x, y) for x, y in parts if a <= x and y <= b]
+        if b - a < 2 * part:  # one request, as it is
+            assert mine == [(a, b)]
+        else:  # equal parts of at least ``part`` bytes, each under twice that
+            assert len(mine) == (b - a) // part
+            assert all(part <= y - x < 2 * part for x, y in mine)
+            assert max(y - x for x, y in mine) - min(y - x for x, y in mine) <= 1
+
+
+def test_a_row_group_of_ten_megabytes_is_one_request() -> None:
+    mib = 1 << 20
+    assert split([(4, 4 + 10 * mib)], 8 * mib) == [(4, 4 + 10 * mib)]
+    assert split([(0, 16 * mib + 1)], 8 * mib) == [(0, 8 * mib + 1), (8 * mib + 1, 16 * mib + 1)]
 
 
 @given(ranges_st, st.tuples(st.integers(0, 10_000), st.integers(0, 2000)))
