@@ -177,9 +177,13 @@ def service(strategy: str) -> Setup:
 
         settings = s3slice.Settings.from_env(endpoint_url=t.endpoint, strategy=strategy)
         request = {"source": t.url, **t.service_query}
+        # One engine, and so one S3 client, for every run: a warm function keeps its
+        # engine, as the peers here keep their file systems, connections and stores.
+        engine = s3slice.Engine(settings)
 
         def run() -> pl.DataFrame:
-            result = s3slice.read(request, settings=settings)
+            s3slice.FOOTER_CACHE.clear()  # a new object each time, as for the peers' caches
+            result = engine.read(request)
             t.info.append({"service_stats": _jsonable(result.stats)})
             frame: pl.DataFrame = result.frame
             return frame
