@@ -497,7 +497,9 @@ class Engine:
                 table = pf.read_row_groups(list(groups), columns=columns, use_threads=True)
         except (OSError, pa.ArrowException, ValueError) as e:
             raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
-        frame = pl.from_arrow(table)
+        # The row groups stay separate chunks: rechunking would copy the whole decoded table
+        # once more, at twice its memory for a moment.
+        frame = pl.from_arrow(table, rechunk=False)
         assert isinstance(frame, pl.DataFrame)
         return collect(analysis.prefilter(frame.lazy()))
 
