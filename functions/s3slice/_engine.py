@@ -416,6 +416,7 @@ class Engine:
             held = (footer.size - footer.length, footer.size)
             if strategy == "batches":
                 frame = self._read_batches(obj, plan, analysis, etag, timings)
+                inputs["decoder"] = "pyarrow"
             else:
                 image = whole
                 if image is None:
@@ -423,6 +424,7 @@ class Engine:
                              else MemoryImage(footer.size))
                 try:
                     if whole is None:
+                        image.write(footer.data_end, memoryview(footer.raw))
                         with timings.phase("fetch"):
                             ranges = (_plan.split(_plan.subtract([(0, footer.size)], held),
                                                   s.part_size)
@@ -432,7 +434,9 @@ class Engine:
                             self.fetcher.get_ranges(obj, ranges, etag=etag, sink=image.write,
                                                     concurrency=s.max_concurrency)
                     with timings.phase("execute"):
-                        frame = self._decode(obj, image, plan, plan.row_groups, analysis)
+                        frame, inputs["decoder"] = self._decode(
+                            obj, image, plan, plan.row_groups, analysis,
+                            complete=whole is not None or strategy.startswith("whole"))
                 finally:
                     image.close()
         except BaseException:
@@ -469,11 +473,12 @@ class Engine:
             self.deadline()
             image = MemoryImage(plan.footer.size)
             try:
+                image.write(plan.footer.data_end, memoryview(plan.footer.raw))
                 with timings.phase("fetch"):
                     self.fetcher.get_ranges(obj, plan.fetch_ranges(s, row_groups=batch), etag=etag,
                                             sink=image.write, concurrency=s.max_concurrency)
                 with timings.phase("execute"):
-                    piece = self._decode(obj, image, plan, batch, analysis)
+                    piece, _ = self._decode(obj, image, plan, batch, analysis)
             finally:
                 image.close()
             frames.append(piece)
@@ -481,17 +486,34 @@ class Engine:
             if analysis.early_limit is not None and rows >= analysis.early_limit:
                 break
         if not frames:
-            return self._decode(obj, None, plan, (), analysis)
+            return self._decode(obj, None, plan, (), analysis)[0]
         return pl.concat(frames, how="vertical_relaxed")
 
     def _decode(self, obj: ObjectRef, image: Image | None, plan: _plan.Plan,
-                groups: tuple[int, ...] | list[int], analysis: Analysis) -> pl.DataFrame:
-        """Decode the needed columns of ``groups`` with pyarrow and apply the row filter."""
+                groups: tuple[int, ...] | list[int], analysis: Analysis, *,
+                complete: bool = False) -> tuple[pl.DataFrame, str]:
+        """The needed columns of ``groups``, filtered, and which reader decoded them.
+
+        polars' reader decodes them when it may: it applies the filter while decoding and
+        reads only the columns the query uses. It picks row groups by their statistics, not
+        by this plan, so it is used only when every row group it could read is in the image
+        (the whole object, or a plan that keeps every group); otherwise, or when polars
+        fails, pyarrow decodes exactly ``groups`` and polars filters after.
+        """
         md = plan.footer.metadata
         columns = list(plan.columns)
+        arrow_schema = md.schema.to_arrow_schema()
+        if (image is not None and image.path is not None and groups
+                and (complete or len(groups) == md.num_row_groups)):
+            try:
+                return self._decode_polars(image.path, columns, arrow_schema,
+                                           analysis), "polars"
+            except Exception as e:  # noqa: BLE001 - pyarrow decides what the error is
+                logger.debug("polars could not decode; pyarrow decodes",
+                             extra={"uri": obj.uri, "error": str(e)})
         try:
             if image is None or not groups:
-                table = md.schema.to_arrow_schema().empty_table().select(columns)
+                table = arrow_schema.empty_table().select(columns)
             else:
                 pf = pq.ParquetFile(image.source(), metadata=md)
                 table = pf.read_row_groups(list(groups), columns=columns, use_threads=True)
@@ -501,7 +523,20 @@ class Engine:
         # once more, at twice its memory for a moment.
         frame = pl.from_arrow(table, rechunk=False)
         assert isinstance(frame, pl.DataFrame)
-        return collect(analysis.prefilter(frame.lazy()))
+        return collect(analysis.prefilter(frame.lazy())), "pyarrow"
+
+    @staticmethod
+    def _decode_polars(path: str, columns: list[str], arrow_schema: pa.Schema,
+                       analysis: Analysis) -> pl.DataFrame:
+        """The same frame as the pyarrow path, read by polars from the image's path."""
+        want = pl.from_arrow(arrow_schema.empty_table().select(columns))
+        assert isinstance(want, pl.DataFrame)
+        lf = pl.scan_parquet(path, glob=False, hive_partitioning=False).select(columns)
+        got = lf.collect_schema()
+        casts = [pl.col(c).cast(t) for c, t in want.schema.items() if got[c] != t]
+        if casts:
+            lf = lf.with_columns(casts)
+        return analysis.prefilter(lf).collect()
 
 
 def _parse_footer_retrying(tail: bytes, obj: ObjectRef, size: int, image: Image) -> _plan.Footer:

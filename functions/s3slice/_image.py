@@ -1,9 +1,12 @@
 """Where fetched bytes land: a sparse image of the object, in memory or in /tmp.
 
-Each fetched part is written at its own offset, so pyarrow reads the object's layout as it
-is, and only the bytes that were fetched occupy memory (an anonymous ``MAP_NORESERVE``
-mapping: untouched pages cost nothing) or disk (a sparse file). pyarrow is handed the image
-without a copy, unlike a ``BytesIO`` of a whole object.
+Each fetched part is written at its own offset, so a reader sees the object's layout as it
+is, and only the bytes that were fetched occupy memory or disk. In memory the image is a
+``memfd`` (an anonymous in-memory file: untouched pages cost nothing); in /tmp it is a
+sparse file. Either way it has a path that polars' Parquet reader opens and maps without a
+copy, and pyarrow reads it through a memory map, unlike a ``BytesIO`` of a whole object.
+Where ``memfd_create`` is missing, an anonymous ``MAP_NORESERVE`` mapping stands in; it
+has no path, so only pyarrow reads it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ def tmp_dir_error(directory: str, e: OSError) -> S3SliceTransientError:
 class Image(Protocol):
     size: int
 
+    @property
+    def path(self) -> str | None:
+        """A path a reader can open, when the image has one."""
+
     def write(self, start: int, data: memoryview) -> None: ...
 
     def source(self) -> pa.NativeFile: ...
@@ -40,8 +47,49 @@ class Image(Protocol):
     def close(self) -> None: ...
 
 
-class MemoryImage:
+class _FileBacked:
+    """An image held by an open file descriptor of ``size`` bytes."""
+
+    size: int
+    path: str | None
+
+    def __init__(self, size: int, fd: int) -> None:
+        self.size = size
+        self._fd = fd
+        try:
+            os.ftruncate(fd, size)
+        except OSError as e:
+            self.close()
+            raise self._error(e) from e
+
+    def _error(self, e: OSError) -> Exception:
+        return e
+
+    def write(self, start: int, data: memoryview) -> None:
+        view = data
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, start)
+                start += written
+                view = view[written:]
+        except OSError as e:
+            raise self._error(e) from e
+
+    def source(self) -> pa.NativeFile:
+        if self.size == 0 or self.path is None:
+            return pa.BufferReader(b"")
+        return pa.memory_map(self.path, "r")
+
+    def close(self) -> None:
+        # A reader's memory map (zero-copy columns) outlives the descriptor on its own.
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+class _MappedImage:
     """An object-sized anonymous mapping; only the pages written to become resident."""
+
+    path: str | None = None
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -61,41 +109,38 @@ class MemoryImage:
             self._map.close()
 
 
-class FileImage:
+class _MemfdImage(_FileBacked):
+    def __init__(self, size: int, fd: int) -> None:
+        self.path = f"/proc/self/fd/{fd}"
+        super().__init__(size, fd)
+
+
+def MemoryImage(size: int) -> Image:
+    """An in-memory image: a memfd where the platform has one, else an anonymous mapping."""
+    try:
+        fd = os.memfd_create("s3slice-image", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return _MappedImage(size)
+    return _MemfdImage(size, fd)
+
+
+class FileImage(_FileBacked):
     """A sparse file in the temporary directory, removed on close."""
 
+    path: str
+
     def __init__(self, size: int, directory: str) -> None:
-        self.size = size
         self.directory = directory
         try:
             fd, self.path = tempfile.mkstemp(prefix="s3slice-", suffix=".image", dir=directory)
         except OSError as e:
             raise self._error(e) from e
-        self._fd = fd
-        try:
-            os.ftruncate(fd, size)
-        except OSError as e:
-            self.close()
-            raise self._error(e) from e
+        super().__init__(size, fd)
 
-    def _error(self, e: OSError) -> S3SliceTransientError:
+    def _error(self, e: OSError) -> Exception:
         return tmp_dir_error(self.directory, e)
 
-    def write(self, start: int, data: memoryview) -> None:
-        view = data
-        try:
-            while view:
-                written = os.pwrite(self._fd, view, start)
-                start += written
-                view = view[written:]
-        except OSError as e:
-            raise self._error(e) from e
-
-    def source(self) -> pa.NativeFile:
-        return pa.memory_map(self.path, "r")
-
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        super().close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)

@@ -38,6 +38,7 @@ class Footer:
     metadata: pq.FileMetaData
     size: int  # object size
     length: int  # footer length, trailer included
+    raw: bytes = dataclasses.field(repr=False)  # the last ``length`` bytes of the object
 
     @property
     def data_end(self) -> int:
@@ -69,7 +70,7 @@ def parse_footer(tail: bytes, *, size: int, uri: str) -> Footer:
         metadata = pq.read_metadata(pa.BufferReader(framed))
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ObjectFormatError(f"corrupt Parquet footer: {e}", uri=uri) from e
-    return Footer(metadata=metadata, size=size, length=total)
+    return Footer(metadata=metadata, size=size, length=total, raw=framed[len(MAGIC):])
 
 
 # ------------------------------------------------------------------------ statistics

@@ -134,6 +134,33 @@ def test_sorted_data_reads_only_overlapping_row_groups(tmp_path: Path) -> None:
     assert all(lo <= a and b <= hi for a, b in rec.ranges())
     assert result.frame.height == 1000
     assert result.frame["v"].to_list() == list(range(18000, 19000))
+    # polars' reader would choose row groups by itself; only pyarrow reads just the planned one
+    assert result.stats["strategy_inputs"]["decoder"] == "pyarrow"
+
+
+def test_polars_decodes_an_image_that_holds_every_row_group(root: Path,
+                                                            table: pl.DataFrame) -> None:
+    engine, _ = engine_for(root, strategy="ranges", max_gap=0)  # no bytes between chunks
+    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
+                          "filter": "col_1 <= 1000"})
+    assert result.stats["row_groups_read"] == result.stats["row_groups"] == 8
+    assert result.stats["strategy_inputs"]["decoder"] == "polars"
+    assert same(result.frame, oracle(table, "col_1 <= 1000", ["col_2"]))
+    # the image held only the footer's tail and the two columns' chunks: polars read
+    # nothing else (a byte it needed and did not find would have failed the decode)
+    assert result.stats["bytes_fetched"] == 65536 + result.stats["needed_bytes"]
+
+
+def test_without_memfd_pyarrow_decodes(root: Path, table: pl.DataFrame,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable(*_: object) -> int:
+        raise OSError(38, "Function not implemented")
+    monkeypatch.setattr("os.memfd_create", unavailable)
+    engine, _ = engine_for(root, strategy="ranges")
+    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
+                          "filter": "col_1 <= 1000"})
+    assert result.stats["strategy_inputs"]["decoder"] == "pyarrow"
+    assert same(result.frame, oracle(table, "col_1 <= 1000", ["col_2"]))
 
 
 @pytest.mark.parametrize("codec", ["snappy", "zstd", "gzip", "lz4", "none"])
@@ -161,6 +188,11 @@ def test_codecs_encodings_types_and_nulls(tmp_path: Path, codec: str, dictionary
                   "i IS NULL OR s IS NULL"]:
         result = engine.read({"source": f"s3://{BUCKET}/x.parquet", "filter": where})
         assert same(result.frame, frame.filter(pl.sql_expr(where))), where
+    # every row group: polars' reader decodes, to the types pyarrow's would give
+    result = engine.read({"source": f"s3://{BUCKET}/x.parquet"})
+    assert result.stats["strategy_inputs"]["decoder"] == "polars"
+    assert result.frame.schema == frame.schema
+    assert result.frame.equals(frame)
 
 
 def test_unknown_column_names_column_and_object(root: Path) -> None:
@@ -196,17 +228,19 @@ def test_corrupt_page_is_a_typed_error(root: Path) -> None:
 def test_footer_cache_skips_the_footer_request(root: Path) -> None:
     engine, rec = engine_for(root)
     src = f"s3://{BUCKET}/t.parquet"
-    first = engine.read({"source": src, "columns": ["col_1"], "filter": "col_1 < 10"})
+    first = engine.read({"source": src, "columns": ["col_1"], "filter": "col_1 <= 1000"})
     etag = LocalFetcher._etag(root / BUCKET / "t.parquet")
     from s3slice import ObjectRef
     from s3slice._request import Query, Request
     req = Request(sources=(ObjectRef(bucket=BUCKET, key="t.parquet", etag=etag),),
-                  query=Query(columns=("col_1",), filter="col_1 < 10"))
+                  query=Query(columns=("col_1",), filter="col_1 <= 1000"))
     rec.calls.clear()
     second = engine.read(req)
     assert not [c for c in rec.calls if c.kind == "tail"]
     assert same(first.frame, second.frame)
     assert second.stats["strategy_inputs"]["footer"] == "cache"
+    # the cached footer's bytes go into the image, so polars' reader can open it
+    assert second.stats["strategy_inputs"]["decoder"] == "polars"
 
 
 def test_small_object_of_known_size_is_one_request(tmp_path: Path) -> None:
