@@ -295,17 +295,20 @@ class Engine:
     def _read_text(self, obj: ObjectRef, analysis: Analysis, spec: InputSpec,
                    timings: Timings) -> ObjectResult:
         """CSV/JSON: the whole object in parallel parts (the first GET learns the size and
-        brings the tail). A large object goes to a file in /tmp and is scanned lazily (the
-        filter applied as it is parsed); a small one (or a scan range, or a JSON document)
-        is parsed in memory."""
+        brings the tail). One larger than that first GET is scanned lazily, the filter
+        applied as it is parsed: from memory when it is at most a quarter of the memory
+        budget (polars parses an in-memory source on every core), else from a file in /tmp
+        when there is room for it (compressed content is decompressed into /tmp by
+        streaming). A small one, a scan range or a JSON document is parsed whole."""
         s = self.settings
         self.deadline()
         with timings.phase("fetch"):
             tail = self.fetcher.get_tail(obj, s.footer_size)
         size = tail.size
-        streamed = (len(tail.data) < size and streamable(spec)
-                    and size * 4 <= s.tmp_free_bytes())
-        image: Image = FileImage(size, s.tmp_dir) if streamed else MemoryImage(size)
+        tmp_free = s.tmp_free_bytes()
+        lazy = len(tail.data) < size and streamable(spec)
+        to_tmp = lazy and size > s.memory_budget_bytes // 4 and size * 4 <= tmp_free
+        image: Image = FileImage(size, s.tmp_dir) if to_tmp else MemoryImage(size)
         try:
             with timings.phase("fetch"):
                 head = size - len(tail.data)
@@ -316,20 +319,24 @@ class Engine:
                                             etag=tail.etag, sink=image.write,
                                             concurrency=s.max_concurrency)
             self.deadline()
-            with timings.phase("execute"), image.source() as f:
-                compression = (detect_compression(_read_at(f, 0, min(size, 4)))
-                               if spec.compression == "auto" else spec.compression)
-                if isinstance(image, FileImage):
-                    with decompressed_file(image.path, compression, s.tmp_dir,
-                                           uri=obj.uri) as path:
-                        lf = scan_text(path, spec, uri=obj.uri)
+            with timings.phase("execute"):
+                with image.source() as f:
+                    compression = (detect_compression(_read_at(f, 0, min(size, 4)))
+                                   if spec.compression == "auto" else spec.compression)
+                lazy = lazy and (compression == "none" or size * 4 <= tmp_free)
+                if lazy:
+                    with decompressed_file(image.reader_source(), compression, s.tmp_dir,
+                                           uri=obj.uri) as source:
+                        lf = scan_text(source, spec, uri=obj.uri)
                         analysis.needed_columns(lf.collect_schema().names(), source=obj.uri)
                         rows_in = int(collect_text(lf.select(pl.len()), spec,
                                                    uri=obj.uri).item())
                         frame = collect_text(analysis.prefilter(lf), spec, uri=obj.uri)
                 else:
-                    data = read_text(decompress(_read_at(f, 0, size), compression, uri=obj.uri),
-                                     spec, uri=obj.uri)
+                    with image.source() as f:
+                        raw = _read_at(f, 0, size)
+                    data = read_text(decompress(raw, compression, uri=obj.uri), spec,
+                                     uri=obj.uri)
                     analysis.needed_columns(data.columns, source=obj.uri)
                     rows_in = data.height
                     frame = collect(analysis.prefilter(data.lazy()))
@@ -338,7 +345,8 @@ class Engine:
         return ObjectResult(obj=obj, frame=frame, size=size, row_groups=0, row_groups_read=0,
                             rows_in=rows_in, needed_bytes=size, strategy="whole-text",
                             inputs={"object_bytes": size, "format": spec.format,
-                                    "compression": compression, "streamed": streamed})
+                                    "compression": compression, "streamed": lazy,
+                                    "image": "tmp" if to_tmp else "memory"})
 
     def _footer(self, obj: ObjectRef) -> tuple[_plan.Footer, str | None, Image | None, str]:
         """The object's footer, its ETag, and (for small objects) the whole object."""
@@ -503,10 +511,10 @@ class Engine:
         md = plan.footer.metadata
         columns = list(plan.columns)
         arrow_schema = md.schema.to_arrow_schema()
-        if (image is not None and image.path is not None and groups
+        if (image is not None and groups
                 and (complete or len(groups) == md.num_row_groups)):
             try:
-                return self._decode_polars(image.path, columns, arrow_schema,
+                return self._decode_polars(image.reader_source(), columns, arrow_schema,
                                            analysis), "polars"
             except Exception as e:  # noqa: BLE001 - pyarrow decides what the error is
                 logger.debug("polars could not decode; pyarrow decodes",
@@ -526,12 +534,12 @@ class Engine:
         return collect(analysis.prefilter(frame.lazy())), "pyarrow"
 
     @staticmethod
-    def _decode_polars(path: str, columns: list[str], arrow_schema: pa.Schema,
+    def _decode_polars(source: str | bytes, columns: list[str], arrow_schema: pa.Schema,
                        analysis: Analysis) -> pl.DataFrame:
-        """The same frame as the pyarrow path, read by polars from the image's path."""
+        """The same frame as the pyarrow path, read by polars from the image."""
         want = pl.from_arrow(arrow_schema.empty_table().select(columns))
         assert isinstance(want, pl.DataFrame)
-        lf = pl.scan_parquet(path, glob=False, hive_partitioning=False).select(columns)
+        lf = pl.scan_parquet(source, glob=False, hive_partitioning=False).select(columns)
         got = lf.collect_schema()
         casts = [pl.col(c).cast(t) for c, t in want.schema.items() if got[c] != t]
         if casts:

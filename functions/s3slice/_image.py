@@ -1,29 +1,32 @@
 """Where fetched bytes land: a sparse image of the object, in memory or in /tmp.
 
 Each fetched part is written at its own offset, so a reader sees the object's layout as it
-is, and only the bytes that were fetched occupy memory or disk. In memory the image is a
-``memfd`` (an anonymous in-memory file: untouched pages cost nothing); in /tmp it is a
-sparse file. Either way it has a path that polars' Parquet reader opens and maps without a
-copy, and pyarrow reads it through a memory map, unlike a ``BytesIO`` of a whole object.
-Where ``memfd_create`` is missing, an anonymous ``MAP_NORESERVE`` mapping stands in; it
-has no path, so only pyarrow reads it.
+is, and only the bytes that were fetched occupy memory or disk.
+
+In memory the image is a zero-filled ``bytes`` object of the object's size. CPython
+allocates a large one with ``calloc``, which maps fresh zero pages: a page is backed by
+memory only once a part is written into it, so an image of a 500 MB object holding 100 MB
+of column chunks costs about 100 MB. The parts are copied in at their offsets before any
+reader sees the object, and nothing else ever holds it while it is being filled. polars
+reads a ``bytes`` source in place and decodes it in parallel (from a path it decoded the
+seed-004 object on one thread, 2.3x slower; see tests/benchmark/README.md), and pyarrow
+reads it through a zero-copy buffer.
+
+In /tmp it is a sparse file, for objects larger than the memory budget; polars and pyarrow
+open its path.
 """
 
 from __future__ import annotations
 
 import contextlib
-import mmap
+import ctypes
 import os
-import sys
 import tempfile
 from typing import Protocol
 
 import pyarrow as pa
 
 from ._errors import S3SliceTransientError
-
-# Python exposes MAP_NORESERVE only from 3.13; its value is 0x4000 on Linux (x86_64, arm64).
-_MAP_NORESERVE: int = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 
 
 def tmp_dir_error(directory: str, e: OSError) -> S3SliceTransientError:
@@ -36,9 +39,8 @@ def tmp_dir_error(directory: str, e: OSError) -> S3SliceTransientError:
 class Image(Protocol):
     size: int
 
-    @property
-    def path(self) -> str | None:
-        """A path a reader can open, when the image has one."""
+    def reader_source(self) -> str | bytes:
+        """What polars' readers open: the image's bytes, or its path."""
 
     def write(self, start: int, data: memoryview) -> None: ...
 
@@ -47,25 +49,63 @@ class Image(Protocol):
     def close(self) -> None: ...
 
 
-class _FileBacked:
-    """An image held by an open file descriptor of ``size`` bytes."""
+def _check_bounds(image: Image, start: int, length: int) -> None:
+    if start < 0 or start + length > image.size:
+        raise ValueError(f"a part of {length} bytes at {start} lies outside an image of "
+                         f"{image.size} bytes")
 
-    size: int
-    path: str | None
 
-    def __init__(self, size: int, fd: int) -> None:
+class MemoryImage:
+    """An object-sized ``bytes`` in memory; only the pages written to become resident."""
+
+    def __init__(self, size: int) -> None:
         self.size = size
-        self._fd = fd
-        try:
-            os.ftruncate(fd, size)
-        except OSError as e:
-            self.close()
-            raise self._error(e) from e
+        self._data = bytes(size)  # calloc: zero pages, mapped on first write
+        self._address = pa.py_buffer(self._data).address
 
-    def _error(self, e: OSError) -> Exception:
-        return e
+    def reader_source(self) -> bytes:
+        return self._data
 
     def write(self, start: int, data: memoryview) -> None:
+        _check_bounds(self, start, len(data))
+        if not len(data):
+            return
+        # The bytes object is ours alone until the fill is done (see the module's note);
+        # ctypes releases the GIL for the copy.
+        ctypes.memmove(self._address + start, pa.py_buffer(data).address, len(data))
+
+    def source(self) -> pa.NativeFile:
+        return pa.BufferReader(pa.py_buffer(self._data))
+
+    def close(self) -> None:
+        # Readers may still hold zero-copy views of the bytes; then they are freed with
+        # the last of those.
+        self._data = b""
+        self._address = 0
+
+
+class FileImage:
+    """A sparse file in the temporary directory, removed on close."""
+
+    def __init__(self, size: int, directory: str) -> None:
+        self.size = size
+        self.directory = directory
+        try:
+            self._fd, self.path = tempfile.mkstemp(prefix="s3slice-", suffix=".image",
+                                                   dir=directory)
+        except OSError as e:
+            raise tmp_dir_error(directory, e) from e
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as e:
+            self.close()
+            raise tmp_dir_error(directory, e) from e
+
+    def reader_source(self) -> str:
+        return self.path
+
+    def write(self, start: int, data: memoryview) -> None:
+        _check_bounds(self, start, len(data))
         view = data
         try:
             while view:
@@ -73,74 +113,16 @@ class _FileBacked:
                 start += written
                 view = view[written:]
         except OSError as e:
-            raise self._error(e) from e
+            raise tmp_dir_error(self.directory, e) from e
 
     def source(self) -> pa.NativeFile:
-        if self.size == 0 or self.path is None:
+        if self.size == 0:
             return pa.BufferReader(b"")
         return pa.memory_map(self.path, "r")
 
     def close(self) -> None:
-        # A reader's memory map (zero-copy columns) outlives the descriptor on its own.
+        # A reader's memory map (zero-copy columns) outlives the descriptor and the name.
         with contextlib.suppress(OSError):
             os.close(self._fd)
-
-
-class _MappedImage:
-    """An object-sized anonymous mapping; only the pages written to become resident."""
-
-    path: str | None = None
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
-        self._map = mmap.mmap(-1, max(size, 1), flags=flags)
-
-    def write(self, start: int, data: memoryview) -> None:
-        self._map[start:start + len(data)] = data
-
-    def source(self) -> pa.NativeFile:
-        return pa.BufferReader(pa.py_buffer(self._map)[: self.size])
-
-    def close(self) -> None:
-        # pyarrow may still hold views of the mapping (zero-copy columns); then the mapping
-        # is released when the last of them is collected.
-        with contextlib.suppress(BufferError):
-            self._map.close()
-
-
-class _MemfdImage(_FileBacked):
-    def __init__(self, size: int, fd: int) -> None:
-        self.path = f"/proc/self/fd/{fd}"
-        super().__init__(size, fd)
-
-
-def MemoryImage(size: int) -> Image:
-    """An in-memory image: a memfd where the platform has one, else an anonymous mapping."""
-    try:
-        fd = os.memfd_create("s3slice-image", os.MFD_CLOEXEC)
-    except (AttributeError, OSError):
-        return _MappedImage(size)
-    return _MemfdImage(size, fd)
-
-
-class FileImage(_FileBacked):
-    """A sparse file in the temporary directory, removed on close."""
-
-    path: str
-
-    def __init__(self, size: int, directory: str) -> None:
-        self.directory = directory
-        try:
-            fd, self.path = tempfile.mkstemp(prefix="s3slice-", suffix=".image", dir=directory)
-        except OSError as e:
-            raise self._error(e) from e
-        super().__init__(size, fd)
-
-    def _error(self, e: OSError) -> Exception:
-        return tmp_dir_error(self.directory, e)
-
-    def close(self) -> None:
-        super().close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)

@@ -185,16 +185,18 @@ def streamable(spec: InputSpec) -> bool:
 
 
 @contextlib.contextmanager
-def decompressed_file(path: str, compression: Compression, directory: str, *,
-                      uri: str) -> Iterator[str]:
-    """The path of the decompressed content of ``path`` (itself when not compressed)."""
+def decompressed_file(source: str | bytes, compression: Compression, directory: str, *,
+                      uri: str) -> Iterator[str | bytes]:
+    """The decompressed content of ``source`` (a path or the bytes themselves): itself when
+    not compressed, else a file in ``directory`` it is decompressed into by streaming."""
     if compression in ("none", "auto"):
-        yield path
+        yield source
         return
     fd, out = tempfile.mkstemp(prefix="s3slice-", suffix=".text", dir=directory)
+    compressed = source if isinstance(source, str) else pa.py_buffer(source)
     try:
         with os.fdopen(fd, "wb") as dst, \
-                pa.input_stream(path, compression=_PYARROW_CODECS[compression]) as src:
+                pa.input_stream(compressed, compression=_PYARROW_CODECS[compression]) as src:
             while True:
                 try:
                     chunk = src.read(_STREAM_CHUNK)
@@ -213,8 +215,9 @@ def decompressed_file(path: str, compression: Compression, directory: str, *,
             os.unlink(out)
 
 
-def scan_text(path: str, spec: InputSpec, *, uri: str) -> pl.LazyFrame:
-    """A lazy scan of a decompressed CSV or JSON-lines file (its schema already read)."""
+def scan_text(path: str | bytes, spec: InputSpec, *, uri: str) -> pl.LazyFrame:
+    """A lazy scan of decompressed CSV or JSON lines, a file or in memory (its schema
+    already read)."""
     try:
         if spec.format == "csv":
             lf = pl.scan_csv(
@@ -233,12 +236,15 @@ def scan_text(path: str, spec: InputSpec, *, uri: str) -> pl.LazyFrame:
     return lf
 
 
-def _scan_json(path: str, json_type: str) -> pl.LazyFrame:
+def _scan_json(path: str | bytes, json_type: str) -> pl.LazyFrame:
     """JSON lines are scanned lazily; a JSON document (an array, or one record over several
     lines) is parsed whole."""
     if json_type == "auto":
-        with open(path, "rb") as f:
-            head = f.read(4096).lstrip()
+        if isinstance(path, bytes):
+            head = path[:4096].lstrip()
+        else:
+            with open(path, "rb") as f:
+                head = f.read(4096).lstrip()
         if head[:1] == b"[":
             json_type = "document"
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from s3slice import (
     UnknownColumnError,
 )
 from s3slice._demo import sample_table
+from s3slice._image import MemoryImage
 from s3slice._plan import parse_footer, plan_parquet
 
 BUCKET = "data"
@@ -151,16 +153,26 @@ def test_polars_decodes_an_image_that_holds_every_row_group(root: Path,
     assert result.stats["bytes_fetched"] == 65536 + result.stats["needed_bytes"]
 
 
-def test_without_memfd_pyarrow_decodes(root: Path, table: pl.DataFrame,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    def unavailable(*_: object) -> int:
-        raise OSError(38, "Function not implemented")
-    monkeypatch.setattr("os.memfd_create", unavailable)
-    engine, _ = engine_for(root, strategy="ranges")
-    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
-                          "filter": "col_1 <= 1000"})
-    assert result.stats["strategy_inputs"]["decoder"] == "pyarrow"
-    assert same(result.frame, oracle(table, "col_1 <= 1000", ["col_2"]))
+def test_the_in_memory_image_is_sparse_and_bounded() -> None:
+    """Only the pages a part is written to are resident, and no part lands outside."""
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    before = rss()
+    image = MemoryImage(1 << 30)
+    try:
+        image.write((1 << 29) + 5, memoryview(b"x" * 4096))
+        assert rss() - before < 64 << 20  # a 1 GiB image holding 4 KiB
+        with image.source() as f:
+            f.seek((1 << 29) + 5)
+            assert f.read(4096) == b"x" * 4096
+            f.seek(1 << 29)
+            assert f.read(5) == bytes(5)  # what was never written reads as zeros
+        with pytest.raises(ValueError, match="outside an image"):
+            image.write((1 << 30) - 2, memoryview(b"xyz"))
+    finally:
+        image.close()
 
 
 @pytest.mark.parametrize("codec", ["snappy", "zstd", "gzip", "lz4", "none"])

@@ -86,7 +86,7 @@ def test_format_from_extension_and_compression_from_magic(
     inputs = result.stats["strategy_inputs"]
     assert (inputs["format"], inputs["compression"]) == (
         "csv" if fmt == "tsv" else "json" if fmt == "jsonl" else fmt, codec)
-    # Larger than one tail GET: fetched into /tmp and scanned from there.
+    # Larger than one tail GET: scanned lazily (from memory: far below the budget).
     assert inputs["streamed"] is True
     assert result.stats["rows_in"] == frame.height
     # The whole object, fetched once: the tail first, then the rest in parts.

@@ -67,7 +67,7 @@ def test_a_thousand_warm_invocations_leak_nothing(s3: S3Env, tmp_path: Path,
         # the whole object, inline rows
         {"source": f"s3://{BUCKET}/t.parquet", "sql": "SELECT region, COUNT(*) AS n "
          "FROM s3object GROUP BY region"},
-        # CSV through /tmp, streamed
+        # CSV, scanned lazily
         {"source": f"s3://{BUCKET}/t.csv", "filter": "col_2 < 1000", "columns": ["col_2"]},
         # a failure: the typed error, nothing kept
         {"source": f"s3://{BUCKET}/missing.parquet"},
