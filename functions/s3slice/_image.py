@@ -13,6 +13,11 @@ decoded on one (all ten columns of the benchmark's 518 MB seed-004 object, 2 cor
 to 0.50 s from ``bytes``, 1.0 to 1.2 s from a file or a memfd); pyarrow reads it through
 a zero-copy buffer.
 
+Where the system will not reserve that much address space at once (Linux's default
+overcommit refuses one allocation larger than the machine's memory, so a 100 GB object's
+image on a 2 GB function), the image is a ``memfd`` instead: an anonymous in-memory file
+that is just as sparse, which polars and pyarrow open by its ``/proc/self/fd`` path.
+
 In /tmp it is a sparse file, for objects larger than the memory budget; polars and pyarrow
 open its path.
 """
@@ -56,13 +61,17 @@ def _check_bounds(image: Image, start: int, length: int) -> None:
                          f"{image.size} bytes")
 
 
-class MemoryImage:
-    """An object-sized ``bytes`` in memory; only the pages written to become resident."""
+def _zeroed(size: int) -> bytes:
+    return bytes(size)  # calloc: zero pages, each backed by memory on its first write
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._data = bytes(size)  # calloc: zero pages, mapped on first write
-        self._address = pa.py_buffer(self._data).address
+
+class _BytesImage:
+    """An object-sized ``bytes``; only the pages written to become resident."""
+
+    def __init__(self, data: bytes) -> None:
+        self.size = len(data)
+        self._data = data
+        self._address = pa.py_buffer(data).address
 
     def reader_source(self) -> bytes:
         return self._data
@@ -85,22 +94,21 @@ class MemoryImage:
         self._address = 0
 
 
-class FileImage:
-    """A sparse file in the temporary directory, removed on close."""
+class _FileBacked:
+    """An image held by an open file descriptor, sparse until written."""
 
-    def __init__(self, size: int, directory: str) -> None:
+    def __init__(self, size: int, fd: int, path: str) -> None:
         self.size = size
-        self.directory = directory
+        self._fd = fd
+        self.path = path
         try:
-            self._fd, self.path = tempfile.mkstemp(prefix="s3slice-", suffix=".image",
-                                                   dir=directory)
-        except OSError as e:
-            raise tmp_dir_error(directory, e) from e
-        try:
-            os.ftruncate(self._fd, size)
+            os.ftruncate(fd, size)
         except OSError as e:
             self.close()
-            raise tmp_dir_error(directory, e) from e
+            raise self._error(e) from e
+
+    def _error(self, e: OSError) -> Exception:
+        return e
 
     def reader_source(self) -> str:
         return self.path
@@ -114,7 +122,7 @@ class FileImage:
                 start += written
                 view = view[written:]
         except OSError as e:
-            raise tmp_dir_error(self.directory, e) from e
+            raise self._error(e) from e
 
     def source(self) -> pa.NativeFile:
         if self.size == 0:
@@ -122,8 +130,39 @@ class FileImage:
         return pa.memory_map(self.path, "r")
 
     def close(self) -> None:
-        # A reader's memory map (zero-copy columns) outlives the descriptor and the name.
+        # A reader's memory map (zero-copy columns) outlives the descriptor on its own.
         with contextlib.suppress(OSError):
             os.close(self._fd)
+
+
+def MemoryImage(size: int) -> Image:
+    """An in-memory image: a zero-filled ``bytes``, or a memfd where the system will not
+    reserve ``size`` bytes of address space at once."""
+    try:
+        return _BytesImage(_zeroed(size))
+    except MemoryError:
+        try:
+            fd = os.memfd_create("s3slice-image", os.MFD_CLOEXEC)
+        except (AttributeError, OSError):
+            raise MemoryError(f"no memory for an image of {size} bytes") from None
+        return _FileBacked(size, fd, f"/proc/self/fd/{fd}")
+
+
+class FileImage(_FileBacked):
+    """A sparse file in the temporary directory, removed on close."""
+
+    def __init__(self, size: int, directory: str) -> None:
+        self.directory = directory
+        try:
+            fd, path = tempfile.mkstemp(prefix="s3slice-", suffix=".image", dir=directory)
+        except OSError as e:
+            raise self._error(e) from e
+        super().__init__(size, fd, path)
+
+    def _error(self, e: OSError) -> Exception:
+        return tmp_dir_error(self.directory, e)
+
+    def close(self) -> None:
+        super().close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)

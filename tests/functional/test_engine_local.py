@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import s3slice._image
 from s3slice import (
     Engine,
     FooterCache,
@@ -173,6 +174,30 @@ def test_the_in_memory_image_is_sparse_and_bounded() -> None:
             image.write((1 << 30) - 2, memoryview(b"xyz"))
     finally:
         image.close()
+
+
+def test_an_image_too_large_to_reserve_is_a_sparse_memfd() -> None:
+    image = MemoryImage(1 << 44)  # 16 TiB: no system reserves that as one allocation
+    try:
+        assert isinstance(image.reader_source(), str)
+        image.write((1 << 44) - 3, memoryview(b"end"))
+        with image.source() as f:
+            f.seek((1 << 44) - 4)
+            assert f.read(4) == b"\0end"
+    finally:
+        image.close()
+
+
+def test_polars_decodes_the_memfd_image_too(root: Path, table: pl.DataFrame,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(size: int) -> bytes:
+        raise MemoryError
+    monkeypatch.setattr(s3slice._image, "_zeroed", refused)
+    engine, _ = engine_for(root, strategy="ranges")
+    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
+                          "filter": "col_1 <= 1000"})
+    assert result.stats["strategy_inputs"]["decoder"] == "polars"
+    assert same(result.frame, oracle(table, "col_1 <= 1000", ["col_2"]))
 
 
 @pytest.mark.parametrize("codec", ["snappy", "zstd", "gzip", "lz4", "none"])
