@@ -144,16 +144,26 @@ def coalesce(ranges: Iterable[Range], max_gap: int) -> list[Range]:
     return out
 
 
-def split(ranges: Iterable[Range], part_size: int) -> list[Range]:
+def split(ranges: Iterable[Range], part_size: int, *, fill: int = 1) -> list[Range]:
     """Each range cut into equal parts of at least ``part_size`` bytes (and under twice that).
 
     A range shorter than twice ``part_size`` stays one request: a whole row group's column
     chunks are one GET, as in polars' own reader, and only larger ranges are spread over
-    parallel connections.
+    parallel connections. When that gives fewer than ``fill`` parts (a read of one or two
+    large ranges), the ranges with the longest parts are cut further, into parts of no less
+    than ``part_size // 8``, until there are ``fill``: one connection's bandwidth no longer
+    bounds such a read.
     """
+    spans = [(start, end) for start, end in ranges]
+    counts = [max(1, (end - start) // part_size) for start, end in spans]
+    floor = max(1, part_size // 8)
+    while sum(counts) < fill:
+        can = [k for k, (a, b) in enumerate(spans) if (b - a) // (counts[k] + 1) >= floor]
+        if not can:
+            break
+        counts[max(can, key=lambda k: (spans[k][1] - spans[k][0]) / counts[k])] += 1
     out: list[Range] = []
-    for start, end in ranges:
-        parts = max(1, (end - start) // part_size)
+    for (start, end), parts in zip(spans, counts, strict=True):
         step, longer = divmod(end - start, parts)
         a = start
         for i in range(parts):
@@ -199,7 +209,7 @@ class Plan:
         merged = coalesce((r for g in groups for r in self.chunks[g]), settings.max_gap)
         if held is not None:
             merged = subtract(merged, held)
-        return split(merged, settings.part_size)
+        return split(merged, settings.part_size, fill=settings.fill_parts)
 
     def group_bytes(self, group: int) -> int:
         return total(self.chunks[group])

@@ -41,6 +41,7 @@ class Settings:
     footer_size             S3SLICE_FOOTER_SIZE              64 KiB (one suffix GET)
     max_gap                 S3SLICE_MAX_GAP                  64 KiB (coalesce ranges closer)
     part_size               S3SLICE_PART_SIZE                8 MiB (smallest part of a split)
+    fill_parts              S3SLICE_FILL_PARTS               8 (fewer parts: cut them further)
     concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
     small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)
     whole_object_ratio      S3SLICE_WHOLE_OBJECT_RATIO       0.75 (needed/size above: whole)
@@ -58,6 +59,7 @@ class Settings:
     footer_size: int = 64 * 1024
     max_gap: int = 64 * 1024
     part_size: int = 8 * MiB
+    fill_parts: int = 8
     concurrency: int | None = None
     small_object_size: int = 4 * MiB
     whole_object_ratio: float = 0.75
@@ -68,7 +70,7 @@ class Settings:
         if self.strategy not in STRATEGIES:
             raise RequestError(f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}",
                                field="strategy")
-        for name in ("footer_size", "part_size", "memory_mb"):
+        for name in ("footer_size", "part_size", "fill_parts", "memory_mb"):
             if getattr(self, name) <= 0:
                 raise RequestError("must be positive", field=name)
         if self.max_gap < 0:
@@ -113,6 +115,7 @@ class Settings:
             "footer_size": ("S3SLICE_FOOTER_SIZE", int),
             "max_gap": ("S3SLICE_MAX_GAP", int),
             "part_size": ("S3SLICE_PART_SIZE", int),
+            "fill_parts": ("S3SLICE_FILL_PARTS", int),
             "concurrency": ("S3SLICE_CONCURRENCY", int),
             "small_object_size": ("S3SLICE_SMALL_OBJECT_SIZE", int),
             "whole_object_ratio": ("S3SLICE_WHOLE_OBJECT_RATIO", float),

@@ -94,7 +94,7 @@ def test_fetch_ranges_cover_needed_bytes_and_respect_knobs(sample: bytes) -> Non
     plan = plan_parquet(footer, columns=["a", "b"], predicate=P.TRUE, uri="u")
     for gap in (0, 64, 1 << 20):
         for part in (64, 1000, 1 << 20):
-            s = Settings(max_gap=gap, part_size=part)
+            s = Settings(max_gap=gap, part_size=part, fill_parts=1)
             ranges = plan.fetch_ranges(s)
             assert all(0 < b - a < 2 * part for a, b in ranges)
             merged = coalesce((r for g in plan.row_groups for r in plan.chunks[g]), gap)
@@ -147,6 +147,37 @@ def test_split_preserves_bytes(ranges: list[tuple[int, int]], part: int) -> None
             assert len(mine) == (b - a) // part
             assert all(part <= y - x < 2 * part for x, y in mine)
             assert max(y - x for x, y in mine) - min(y - x for x, y in mine) <= 1
+
+
+@given(ranges_st, st.integers(8, 700), st.integers(1, 40))
+def test_few_large_ranges_are_cut_to_fill_the_connections(
+        ranges: list[tuple[int, int]], part: int, fill: int) -> None:
+    merged = coalesce(ranges, 0)
+    plain = split(merged, part)
+    parts = split(merged, part, fill=fill)
+    # the same bytes, in order, each range cut into contiguous parts of itself
+    assert [i for a, b in parts for i in range(a, b)] == [
+        i for a, b in merged for i in range(a, b)]
+    assert len(parts) >= len(plain)
+    if len(plain) >= fill:
+        assert parts == plain
+    else:
+        assert len(parts) <= fill
+        # a part shorter than part // 8 is only ever a whole range that was short already
+        cut = [(x, y) for x, y in parts if (x, y) not in merged]
+        assert all(y - x >= part // 8 for x, y in cut)
+        if len(parts) < fill:  # stopped early: the longest parts could not be halved again
+            assert all((b - a) // (len([p for p in parts if a <= p[0] < b]) + 1) < part // 8
+                       for a, b in merged)
+
+
+def test_one_large_range_is_read_over_eight_connections() -> None:
+    mib = 1 << 20
+    parts = split([(0, 12 * mib)], 8 * mib, fill=8)
+    assert len(parts) == 8 and {b - a for a, b in parts} == {12 * mib // 8}
+    # ten row groups already fill them: one request each, as polars makes
+    ten = [(k * 50 * mib, k * 50 * mib + 10 * mib) for k in range(10)]
+    assert split(ten, 8 * mib, fill=8) == ten
 
 
 def test_a_row_group_of_ten_megabytes_is_one_request() -> None:
