@@ -315,8 +315,7 @@ class Engine:
                 image.write(head, memoryview(tail.data))
                 if head:
                     self.deadline()
-                    self.fetcher.get_ranges(obj, _plan.split([(0, head)], s.part_size,
-                                                             fill=s.fill_parts),
+                    self.fetcher.get_ranges(obj, _plan.parts([(0, head)], s),
                                             etag=tail.etag, sink=image.write,
                                             concurrency=s.max_concurrency)
             self.deadline()
@@ -435,8 +434,7 @@ class Engine:
                     if whole is None:
                         image.write(footer.data_end, memoryview(footer.raw))
                         with timings.phase("fetch"):
-                            ranges = (_plan.split(_plan.subtract([(0, footer.size)], held),
-                                                  s.part_size, fill=s.fill_parts)
+                            ranges = (_plan.parts(_plan.subtract([(0, footer.size)], held), s)
                                       if strategy.startswith("whole")
                                       else plan.fetch_ranges(s, held=held))
                             self.deadline()

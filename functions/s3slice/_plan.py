@@ -173,6 +173,11 @@ def split(ranges: Iterable[Range], part_size: int, *, fill: int = 1) -> list[Ran
     return out
 
 
+def parts(ranges: Iterable[Range], settings: Settings) -> list[Range]:
+    """``ranges`` split as the settings' knobs say (``part_size``, ``fill_parts``)."""
+    return split(ranges, settings.part_size, fill=settings.fill_parts)
+
+
 def subtract(ranges: Iterable[Range], held: Range) -> list[Range]:
     """``ranges`` less the bytes already ``held``."""
     lo, hi = held
@@ -209,7 +214,7 @@ class Plan:
         merged = coalesce((r for g in groups for r in self.chunks[g]), settings.max_gap)
         if held is not None:
             merged = subtract(merged, held)
-        return split(merged, settings.part_size, fill=settings.fill_parts)
+        return parts(merged, settings)
 
     def group_bytes(self, group: int) -> int:
         return total(self.chunks[group])
