@@ -89,9 +89,11 @@ class _BytesImage:
 
     def close(self) -> None:
         # Readers may still hold zero-copy views of the bytes; then they are freed with
-        # the last of those.
+        # the last of those. A closed image holds nothing: a late write fails the bounds
+        # check instead of copying into memory that is no longer ours.
         self._data = b""
         self._address = 0
+        self.size = 0
 
 
 class _FileBacked:
@@ -130,9 +132,12 @@ class _FileBacked:
         return pa.memory_map(self.path, "r")
 
     def close(self) -> None:
-        # A reader's memory map (zero-copy columns) outlives the descriptor on its own.
+        # A reader's memory map (zero-copy columns) outlives the descriptor on its own. As
+        # with the bytes image, a late write fails the bounds check rather than reach a
+        # descriptor number the process may have given to another file since.
         with contextlib.suppress(OSError):
             os.close(self._fd)
+        self.size = 0
 
 
 def MemoryImage(size: int) -> Image:

@@ -174,6 +174,8 @@ def test_the_in_memory_image_is_sparse_and_bounded() -> None:
             image.write((1 << 30) - 2, memoryview(b"xyz"))
     finally:
         image.close()
+    with pytest.raises(ValueError, match="outside an image"):
+        image.write(0, memoryview(b"late"))  # after close: refused, never copied
 
 
 def test_an_image_too_large_to_reserve_is_a_sparse_memfd() -> None:
