@@ -152,6 +152,9 @@ REQUIRED: tuple[str, ...] = (
     "aws_xray_sdk/core/__init__.py",
     "wrapt/__init__.py",
     "wrapt/_wrappers.*.so",
+    "thriftpy2/__init__.py",
+    "thriftpy2/protocol/compact.py",
+    "ply/yacc.py",
 )
 
 #: Paths that must not be in the trimmed layer (``fnmatch`` over relative posix paths).

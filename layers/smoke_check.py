@@ -177,6 +177,31 @@ def check_powertools() -> None:
     assert __wrapt__._using_c_extension, "wrapt's _wrappers extension did not load"
 
 
+def check_thrift(tmp: str) -> None:
+    """The page index, read as the planner reads it: Parquet's Thrift IDL with thriftpy2."""
+    import thriftpy2
+    from thriftpy2.protocol import TCompactProtocolFactory
+    from thriftpy2.utils import deserialize, serialize
+
+    idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "functions",
+                       "s3slice", "parquet.thrift")
+    parquet = thriftpy2.load(idl, module_name="smoke_parquet_thrift")
+    path = os.path.join(tmp, "indexed.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(ROWS), pa.int64())}), path,
+                   write_page_index=True, data_page_size=4096)
+    with open(path, "rb") as f:
+        data = f.read()
+    (footer_len,) = struct.unpack("<I", data[-8:-4])
+    factory = TCompactProtocolFactory()
+    fmd = deserialize(parquet.FileMetaData(), data[-8 - footer_len:-8], factory)
+    chunk = fmd.row_groups[0].columns[0]
+    start, length = chunk.column_index_offset, chunk.column_index_length
+    index = deserialize(parquet.ColumnIndex(), data[start:start + length], factory)
+    assert struct.unpack("<q", index.min_values[0])[0] == 0
+    assert len(index.min_values) > 1
+    assert deserialize(parquet.FileMetaData(), serialize(fmd, factory), factory) == fmd
+
+
 def check_isolation() -> None:
     """Every loaded module came from the layer or the standard library."""
     paths = sysconfig.get_paths()
@@ -198,6 +223,7 @@ def main() -> None:
         check_writers(frame)
         check_obstore(tmp, data)
         check_text_inputs(tmp)
+        check_thrift(tmp)
     check_sqlglot()
     check_powertools()
     check_isolation()

@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _plan, _sources
+from . import _pages, _plan, _sources
 from ._errors import (
     ObjectChangedError,
     ObjectFormatError,
@@ -422,6 +422,16 @@ class Engine:
                     strategy, inputs = self.choose(plan)
                 inputs["footer"] = footer_via
             held = (footer.size - footer.length, footer.size)
+            pages = (self._page_plan(obj, footer, plan, analysis, etag, inputs, timings)
+                     if strategy == "ranges" and not analysis.pruned else None)
+            if pages is not None:
+                frame = self._read_pages(obj, footer, plan, pages, analysis, etag, timings)
+                inputs["decoder"] = "pyarrow-pages"
+                return ObjectResult(obj=obj, frame=frame, size=footer.size,
+                                    row_groups=footer.metadata.num_row_groups,
+                                    row_groups_read=len(pages.row_groups), rows_in=pages.rows,
+                                    needed_bytes=pages.needed_bytes, strategy=strategy,
+                                    inputs=inputs)
             if strategy == "batches":
                 frame = self._read_batches(obj, plan, analysis, etag, timings)
                 inputs["decoder"] = "pyarrow"
@@ -457,6 +467,58 @@ class Engine:
                                         for g in plan.row_groups),
                             needed_bytes=plan.needed_bytes,
                             strategy=strategy, inputs=inputs)
+
+    def _page_plan(self, obj: ObjectRef, footer: _plan.Footer, plan: _plan.Plan,
+                   analysis: Analysis, etag: str | None, inputs: dict[str, Any],
+                   timings: Timings) -> _pages.PagePlan | None:
+        """A page-level plan when the file has a page index and it cuts the bytes enough.
+
+        Reading the index costs one more GET (it lies outside the footer); the pages are
+        read instead of the row groups' column chunks when they come to at most
+        ``page_index_ratio`` of those bytes. The choice goes into ``inputs``.
+        """
+        s = self.settings
+        if s.page_index_ratio <= 0 or not plan.row_groups:
+            return None
+        with timings.phase("plan"):
+            where = _pages.locate(footer, plan, analysis.predicate, uri=obj.uri)
+            if where is None:
+                return None
+            index = _pages.Held()
+            self.deadline()
+            # The index of every column chunk sits together before the footer: bridging the
+            # other columns' index costs less than another round trip.
+            ranges = _plan.coalesce(where.ranges(), max(s.max_gap, _pages.INDEX_GAP))
+            self.fetcher.get_ranges(obj, ranges, etag=etag, sink=index.write,
+                                    concurrency=s.max_concurrency)
+            pages = _pages.select(footer, plan, analysis.predicate, where, index.read,
+                                  uri=obj.uri)
+        used = pages.needed_bytes <= s.page_index_ratio * plan.needed_bytes
+        inputs["page_index"] = {"used": used, "pages_kept": pages.pages_kept,
+                                "pages_total": pages.pages_total,
+                                "row_group_bytes": plan.needed_bytes,
+                                "page_bytes": pages.needed_bytes}
+        return pages if used else None
+
+    def _read_pages(self, obj: ObjectRef, footer: _plan.Footer, plan: _plan.Plan,
+                    pages: _pages.PagePlan, analysis: Analysis, etag: str | None,
+                    timings: Timings) -> pl.DataFrame:
+        """The kept pages of a page-level plan, fetched in parallel and decoded by pyarrow."""
+        s = self.settings
+        held = _pages.Held()
+        with timings.phase("fetch"):
+            self.deadline()
+            ranges = _plan.parts(_plan.coalesce(pages.fetch_ranges(), s.max_gap), s)
+            self.fetcher.get_ranges(obj, ranges, etag=etag, sink=held.write,
+                                    concurrency=s.max_concurrency)
+        with timings.phase("execute"):
+            schema = footer.metadata.schema.to_arrow_schema()
+            table = _pages.decode(footer, pages, held.read,
+                                  pa.schema([schema.field(c) for c in plan.columns]),
+                                  uri=obj.uri)
+            frame = pl.from_arrow(table, rechunk=False)
+            assert isinstance(frame, pl.DataFrame)
+            return collect(analysis.prefilter(frame.lazy()))
 
     def _read_batches(self, obj: ObjectRef, plan: _plan.Plan, analysis: Analysis,
                       etag: str | None, timings: Timings) -> pl.DataFrame:

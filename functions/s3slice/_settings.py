@@ -45,6 +45,8 @@ class Settings:
     concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
     small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)
     whole_object_ratio      S3SLICE_WHOLE_OBJECT_RATIO       0.75 (needed/size above: whole)
+    page_index_ratio        S3SLICE_PAGE_INDEX_RATIO         0.8 (page bytes/row-group bytes
+                                                             at most: read pages; 0: never)
     footer_cache_mb         S3SLICE_FOOTER_CACHE_MB          64
     request_timeout_s       S3SLICE_REQUEST_TIMEOUT_S        30
     ======================  ===============================  ===================================
@@ -63,6 +65,7 @@ class Settings:
     concurrency: int | None = None
     small_object_size: int = 4 * MiB
     whole_object_ratio: float = 0.75
+    page_index_ratio: float = 0.8
     footer_cache_mb: int = 64
     request_timeout_s: float = 30.0
 
@@ -119,6 +122,7 @@ class Settings:
             "concurrency": ("S3SLICE_CONCURRENCY", int),
             "small_object_size": ("S3SLICE_SMALL_OBJECT_SIZE", int),
             "whole_object_ratio": ("S3SLICE_WHOLE_OBJECT_RATIO", float),
+            "page_index_ratio": ("S3SLICE_PAGE_INDEX_RATIO", float),
             "footer_cache_mb": ("S3SLICE_FOOTER_CACHE_MB", int),
             "request_timeout_s": ("S3SLICE_REQUEST_TIMEOUT_S", float),
         }

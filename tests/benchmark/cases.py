@@ -9,6 +9,7 @@ their size, so "many small objects" stays that), with the row-group counts uncha
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
@@ -152,8 +153,12 @@ def sorted_window(scale: float) -> tuple[dt.datetime, dt.datetime]:
     return lo, lo + SORTED_SPAN * 0.01
 
 
-def gen_sorted(out: Path, scale: float) -> list[str]:
-    """Rows sorted by ``ts`` (uniform over 100 days), 20 row groups."""
+def gen_sorted(out: Path, scale: float, *, page_index: bool = False) -> list[str]:
+    """Rows sorted by ``ts`` (uniform over 100 days), 20 row groups.
+
+    With ``page_index`` the same rows are written with a page index (ColumnIndex and
+    OffsetIndex), as parquet-mr and arrow-rs write by default.
+    """
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -172,11 +177,11 @@ def gen_sorted(out: Path, scale: float) -> list[str]:
             ("reading", pa.int64()),
         ]
     )
-    key = "sorted/data.parquet"
+    key = "sorted-indexed/data.parquet" if page_index else "sorted/data.parquet"
     path = out / key
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    with pq.ParquetWriter(tmp, schema, compression="snappy") as writer:
+    with pq.ParquetWriter(tmp, schema, compression="snappy", write_page_index=page_index) as writer:
         for start in range(0, rows, per_group):
             n = min(per_group, rows - start)
             table = pa.Table.from_arrays(
@@ -263,6 +268,7 @@ GENERATORS: dict[str, Callable[[Path, float], list[str]]] = {
     "wide": gen_wide,
     "many": gen_many,
     "sorted": gen_sorted,
+    "sorted-indexed": functools.partial(gen_sorted, page_index=True),
     "small": gen_small,
     "csv": gen_csv,
 }
@@ -304,6 +310,22 @@ def data_fingerprint(data_key: str, scale: float) -> str:
 INT10 = {f"col_{i}": "Int64" for i in range(1, 11)}
 
 
+def _window_case(name: str, title: str, lo: dt.datetime, hi: dt.datetime) -> Case:
+    """A time window over the sorted rows (``name`` is also the data set)."""
+    return Case(
+        name=name,
+        title=title,
+        format="parquet",
+        query=Query(None, [Predicate("ts", ">=", lo), Predicate("ts", "<", hi)]),
+        service_query={
+            "filter": f"ts >= TIMESTAMP '{lo.isoformat(sep=' ')}' "
+            f"AND ts < TIMESTAMP '{hi.isoformat(sep=' ')}'"
+        },
+        schema={"ts": "Datetime", "sensor_id": "Int32", "value": "Float64", "reading": "Int64"},
+        data_key=name,
+    )
+
+
 def _cases(scale: float) -> list[Case]:
     lo, hi = sorted_window(scale)
     return [
@@ -338,17 +360,11 @@ def _cases(scale: float) -> list[Case]:
             data_key="many",
             many=True,
         ),
-        Case(
-            name="sorted",
-            title="sorted by ts, 20 row groups; a 1 % time window, all columns",
-            format="parquet",
-            query=Query(None, [Predicate("ts", ">=", lo), Predicate("ts", "<", hi)]),
-            service_query={
-                "filter": f"ts >= TIMESTAMP '{lo.isoformat(sep=' ')}' "
-                f"AND ts < TIMESTAMP '{hi.isoformat(sep=' ')}'"
-            },
-            schema={"ts": "Datetime", "sensor_id": "Int32", "value": "Float64", "reading": "Int64"},
-            data_key="sorted",
+        _window_case(
+            "sorted", "sorted by ts, 20 row groups; a 1 % time window, all columns", lo, hi
+        ),
+        _window_case(
+            "sorted-indexed", "the sorted rows written with a page index; the same window", lo, hi
         ),
         Case(
             name="small",

@@ -220,3 +220,34 @@ def test_query_command_reports_typed_errors(s3: S3Env, source: tuple[str, bytes]
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert json.loads(proc.stdout)["errorType"] == "UnknownColumnError"
+
+
+def test_a_page_index_cuts_the_bytes_end_to_end(s3: S3Env, table: pl.DataFrame) -> None:
+    import pyarrow.parquet as pq
+
+    bucket = s3.bucket("src")
+    s3.bucket("out")
+    buf = io.BytesIO()
+    pq.write_table(table.sort("col_1").to_arrow(), buf, row_group_size=200_000,
+                   write_page_index=True, use_dictionary=False, data_page_size=32 * 1024)
+    s3.client.put_object(Bucket=bucket, Key="indexed/t.parquet", Body=buf.getvalue())
+    s3.log.clear()
+    response = invoke({"source": "s3://src/indexed/t.parquet", "columns": ["col_1", "col_2"],
+                       "filter": "col_1 BETWEEN 500000 AND 502000",
+                       "output": {"uri": "s3://out/indexed/"}})
+    assert response["status"] == "ok"
+    stats = response["stats"]
+    gets = s3.log.gets()
+    [out] = response["outputs"]
+    written = pl.read_parquet(io.BytesIO(s3.get(out["uri"])))
+    expected = table.filter(pl.col("col_1").is_between(500_000, 502_000)).select(
+        "col_1", "col_2")
+    assert written.sort("col_1", "col_2").equals(expected.sort("col_1", "col_2"))
+    page_index = stats["strategy_inputs"]["page_index"]
+    assert page_index["used"] is True
+    assert stats["strategy_inputs"]["decoder"] == "pyarrow-pages"
+    # the kept pages are a small part of the row group's two column chunks
+    assert stats["needed_bytes"] == page_index["page_bytes"]
+    assert page_index["page_bytes"] < page_index["row_group_bytes"] / 10
+    assert stats["requests"] == len(gets) and s3.log.count("HEAD") == 0
+    assert stats["bytes_fetched"] == sum(r.body_bytes for r in gets)

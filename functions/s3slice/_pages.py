@@ -1,0 +1,437 @@
+"""Page-level pruning from the Parquet page index, and decoding of the pages it keeps.
+
+A file written with a page index (``write_page_index=True`` in pyarrow, the default in
+parquet-mr and arrow-rs) records, per column chunk, each data page's min/max and null count
+(``ColumnIndex``) and each page's offset, size and first row (``OffsetIndex``). Both live
+outside the footer, so they cost one more GET; the footer gives their locations. pyarrow
+reports only whether they exist, so the Parquet Thrift IDL (``parquet.thrift``, from
+apache/parquet-format) is loaded with thriftpy2 to read them and to frame the kept pages.
+
+Selection, for each kept row group:
+
+1. The row group is cut into segments at every page boundary of the predicate's columns.
+   A segment is kept when the predicate may match on the statistics of the pages holding it
+   (the same three-valued judgement as for row groups, :func:`._predicate.may_match`).
+2. For each needed column, the pages overlapping a kept segment are fetched, with the
+   chunk's dictionary page.
+
+Decoding: the kept pages of one column chunk, behind its dictionary page, form a valid
+one-column Parquet file (each page carries its own header and value count); pyarrow decodes
+it, and the kept segments' rows are sliced out of each column, so every column holds the
+same rows. polars then applies the filter to those rows as it does to whole row groups.
+
+Only flat schemas take this path (a nested column's pages do not start at row boundaries in
+a way this reader relies on), and only column types whose page statistics are read here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import itertools
+import struct
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import _plan
+from . import _predicate as P
+from ._errors import ObjectFormatError
+
+Range = tuple[int, int]
+#: Index ranges closer than this are read in one GET (whatever ``max_gap`` says).
+INDEX_GAP = 1 << 20
+
+# Physical types (parquet.thrift ``Type``).
+_INT32, _INT64, _FLOAT, _DOUBLE, _BYTE_ARRAY = 1, 2, 4, 5, 6
+_FIXED = {_INT32: ("<i", 4), _INT64: ("<q", 8), _FLOAT: ("<f", 4), _DOUBLE: ("<d", 8)}
+_UTF8 = 0  # ConvertedType UTF8
+
+
+@functools.cache
+def thrift() -> Any:
+    """The Parquet Thrift module (loaded once: parsing the IDL takes a few hundred ms)."""
+    import thriftpy2
+
+    return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
+                          module_name="s3slice_parquet_thrift")
+
+
+def _decode(struct_name: str, data: bytes, uri: str) -> Any:
+    from thriftpy2.protocol import TCompactProtocolFactory
+    from thriftpy2.utils import deserialize
+
+    try:
+        factory = TCompactProtocolFactory()  # type: ignore[no-untyped-call]
+        return deserialize(getattr(thrift(), struct_name)(), data, factory)
+    except Exception as e:  # any Thrift failure means a corrupt structure
+        raise ObjectFormatError(f"corrupt Parquet {struct_name}: {e}", uri=uri) from e
+
+
+def _encode(obj: Any) -> bytes:
+    from thriftpy2.protocol import TCompactProtocolFactory
+    from thriftpy2.utils import serialize
+
+    return bytes(serialize(obj, TCompactProtocolFactory()))  # type: ignore[no-untyped-call]
+
+
+# --------------------------------------------------------------------------- selection
+
+
+class Held:
+    """Fetched byte ranges of one object; any sub-range of one of them can be read back."""
+
+    def __init__(self) -> None:
+        self._pieces: dict[int, memoryview] = {}
+        self._starts: list[int] = []
+        self._lock = threading.Lock()
+
+    def write(self, start: int, data: memoryview) -> None:
+        with self._lock:
+            if start not in self._pieces:
+                bisect.insort(self._starts, start)
+            self._pieces[start] = data
+
+    def read(self, r: Range) -> bytes:
+        """Bytes ``r`` (half-open), which may span neighbouring pieces."""
+        a, b = r
+        out: list[memoryview] = []
+        k = bisect.bisect_right(self._starts, a) - 1
+        pos = a
+        while pos < b:
+            start = self._starts[k] if 0 <= k < len(self._starts) else -1
+            piece = self._pieces.get(start)
+            if piece is None or not start <= pos < start + len(piece):
+                raise KeyError(f"bytes {pos}-{b} of {a}-{b} were not fetched")
+            end = min(b, start + len(piece))
+            out.append(piece[pos - start:end - start])
+            pos = end
+            k += 1
+        return b"".join(out)
+
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChunkPages:
+    """The kept pages of one column chunk."""
+
+    column: str
+    dictionary: Range | None  # the dictionary page, if the chunk has one
+    pages: tuple[Range, ...]  # kept data pages, in file order
+    rows: tuple[Range, ...]  # the rows (within the row group) each kept page holds
+
+    @property
+    def ranges(self) -> list[Range]:
+        return ([self.dictionary] if self.dictionary else []) + list(self.pages)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PagePlan:
+    """What to read of one Parquet object, page by page."""
+
+    metadata: Any = dataclasses.field(repr=False)  # the footer as Thrift objects
+    row_groups: tuple[int, ...]  # row groups with at least one kept segment
+    segments: dict[int, tuple[Range, ...]]  # per row group, the kept rows (half-open)
+    chunks: dict[int, tuple[ChunkPages, ...]]  # per row group, one per needed column
+    needed_bytes: int
+    pages_kept: int
+    pages_total: int
+
+    @property
+    def rows(self) -> int:
+        return sum(b - a for segs in self.segments.values() for a, b in segs)
+
+    def fetch_ranges(self) -> list[Range]:
+        return [r for g in self.row_groups for c in self.chunks[g] for r in c.ranges]
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexLocations:
+    """Where the page index of the kept row groups lives, per (row group, column name)."""
+
+    metadata: Any = dataclasses.field(repr=False)  # the footer as Thrift objects
+    column_index: dict[tuple[int, str], Range]
+    offset_index: dict[tuple[int, str], Range]
+
+    def ranges(self) -> list[Range]:
+        return [*self.column_index.values(), *self.offset_index.values()]
+
+
+def _flat(md: pq.FileMetaData) -> bool:
+    return md.num_columns == len(md.schema.to_arrow_schema())
+
+
+def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
+           uri: str) -> IndexLocations | None:
+    """The page-index ranges a page-level read of ``plan`` needs, or None when it cannot.
+
+    It cannot when the predicate names no column, the schema is nested, or a kept row group
+    lacks an offset index for a needed column or a column index for every predicate column.
+    """
+    md = footer.metadata
+    filters = P.columns_of(predicate)
+    if not filters or not plan.row_groups or not _flat(md):
+        return None
+    needed = set(plan.columns)
+    rg0 = md.row_group(plan.row_groups[0])
+    names = [rg0.column(i).path_in_schema for i in range(rg0.num_columns)]
+    if not filters <= set(names):
+        return None
+    usable = False
+    for g in plan.row_groups:
+        rg = md.row_group(g)
+        for i, name in enumerate(names):
+            col = rg.column(i)
+            if (name in needed or name in filters) and not col.has_offset_index:
+                return None
+            usable = usable or (name in filters and col.has_column_index)
+    if not usable:
+        return None
+    fmd = _decode("FileMetaData", footer.raw[:-_plan.FOOTER_TRAILER], uri)
+    column_index: dict[tuple[int, str], Range] = {}
+    offset_index: dict[tuple[int, str], Range] = {}
+
+    def span(offset: int | None, length: int | None) -> Range:
+        if offset is None or length is None or offset < 0 or length <= 0 \
+                or offset + length > footer.data_end:
+            raise ObjectFormatError("corrupt Parquet metadata: a page index lies outside "
+                                    f"the data (0-{footer.data_end})", uri=uri)
+        return (offset, offset + length)
+
+    for g in plan.row_groups:
+        for name, cc in zip(names, fmd.row_groups[g].columns, strict=True):
+            if name in filters and cc.column_index_offset is not None:
+                column_index[(g, name)] = span(cc.column_index_offset, cc.column_index_length)
+            if name in needed or name in filters:
+                offset_index[(g, name)] = span(cc.offset_index_offset, cc.offset_index_length)
+    return IndexLocations(fmd, column_index, offset_index)
+
+
+def _values(raw: Sequence[bytes], col: pq.ColumnSchema) -> list[Any] | None:
+    """Page min or max values as the Python values pyarrow's statistics give, or None."""
+    physical = {"INT32": _INT32, "INT64": _INT64, "FLOAT": _FLOAT, "DOUBLE": _DOUBLE,
+                "BYTE_ARRAY": _BYTE_ARRAY}.get(col.physical_type)
+    logical = col.logical_type.type
+    try:
+        if physical == _BYTE_ARRAY:
+            if logical in ("STRING", "ENUM", "JSON") or col.converted_type == "UTF8":
+                return [b.decode() for b in raw]
+            return list(raw) if logical == "NONE" else None
+        if physical is None:
+            return None
+        fmt, width = _FIXED[physical]
+        if any(len(b) != width for b in raw):
+            return None
+        if logical == "INT" and "isSigned=false" in str(col.logical_type):
+            fmt = fmt.upper()  # unsigned: compared as unsigned (TypeDefinedOrder)
+        numbers = [struct.unpack(fmt, b)[0] for b in raw]
+        if logical in ("NONE", "INT"):
+            return numbers
+        if logical == "DATE":
+            return pa.array(numbers, pa.int32()).view(pa.date32()).to_pylist()
+        if logical == "TIMESTAMP":
+            unit = _timestamp_unit(str(col.logical_type))
+            if unit is None:
+                return None
+            utc = "isAdjustedToUTC=true" in str(col.logical_type)
+            typ = pa.timestamp(unit, tz="UTC" if utc else None)
+            return pa.array(numbers, pa.int64()).view(typ).to_pylist()
+    except (UnicodeDecodeError, struct.error, ValueError, pa.ArrowException):
+        return None
+    return None
+
+
+_UNITS: tuple[tuple[str, Literal["ms", "us", "ns"]], ...] = (
+    ("milliseconds", "ms"), ("microseconds", "us"), ("nanoseconds", "ns"))
+
+
+def _timestamp_unit(text: str) -> Literal["ms", "us", "ns"] | None:
+    for name, unit in _UNITS:
+        if name in text:
+            return unit
+    return None
+
+
+def page_stats(ci: Any, col: pq.ColumnSchema, page_rows: Sequence[int]) -> list[P.ColumnStats]:
+    """Statistics of each page of a column chunk, from its ``ColumnIndex``."""
+    n = len(page_rows)
+    nulls = ci.null_counts if ci.null_counts and len(ci.null_counts) == n else [None] * n
+    null_pages = ci.null_pages if ci.null_pages and len(ci.null_pages) == n else [False] * n
+    lows = _values(ci.min_values, col) if len(ci.min_values or ()) == n else None
+    highs = _values(ci.max_values, col) if len(ci.max_values or ()) == n else None
+    is_float = col.physical_type in ("FLOAT", "DOUBLE")
+    out: list[P.ColumnStats] = []
+    for i in range(n):
+        if null_pages[i]:
+            out.append(P.ColumnStats(num_rows=page_rows[i], null_count=page_rows[i]))
+            continue
+        lo = hi = None
+        if lows is not None and highs is not None:
+            lo, hi = lows[i], highs[i]
+        out.append(P.ColumnStats(num_rows=page_rows[i], min=lo, max=hi,
+                                 null_count=nulls[i], is_float=is_float))
+    return out
+
+
+def _starts(oi: Any, num_rows: int, where: str, uri: str) -> list[int]:
+    """First row of each page, checked to rise from 0 and stay inside the row group."""
+    starts = [loc.first_row_index for loc in oi.page_locations or ()]
+    if not starts or starts[0] != 0 or any(b <= a for a, b in itertools.pairwise(starts)) \
+            or starts[-1] >= num_rows:
+        raise ObjectFormatError(f"corrupt Parquet offset index of {where}", uri=uri)
+    return starts
+
+
+def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: IndexLocations,
+           index: Callable[[Range], bytes], *, uri: str) -> PagePlan:
+    """Keep the segments of each row group whose pages may match, and their pages."""
+    md = footer.metadata
+    schema = md.schema
+    rg0 = md.row_group(plan.row_groups[0])
+    positions = {rg0.column(i).path_in_schema: i for i in range(rg0.num_columns)}
+    filters = P.columns_of(predicate)
+    segments: dict[int, tuple[Range, ...]] = {}
+    chunks: dict[int, tuple[ChunkPages, ...]] = {}
+    kept_pages = all_pages = 0
+    for g in plan.row_groups:
+        num_rows = md.row_group(g).num_rows
+        offsets = {name: _decode("OffsetIndex", index(r), uri)
+                   for (gg, name), r in where.offset_index.items() if gg == g}
+        fallback = _plan.row_group_stats(md, g, filters)
+        per_column: dict[str, tuple[list[int], list[P.ColumnStats]]] = {}
+        for name in filters:
+            r = where.column_index.get((g, name))
+            if r is None:
+                continue
+            starts = _starts(offsets[name], num_rows, f"column {name!r} of row group {g}", uri)
+            sizes = [b - a for a, b in itertools.pairwise([*starts, num_rows])]
+            ci = _decode("ColumnIndex", index(r), uri)
+            per_column[name] = (starts, page_stats(ci, schema.column(positions[name]), sizes))
+        bounds = sorted({0, num_rows, *(s for starts, _ in per_column.values() for s in starts)})
+        kept: list[Range] = []
+        for a, b in itertools.pairwise(bounds):
+            stats: dict[str, P.ColumnStats] = dict(fallback)
+            for name, (starts, pstats) in per_column.items():
+                stats[name] = pstats[bisect.bisect_right(starts, a) - 1]
+            if P.may_match(predicate, stats):
+                if kept and kept[-1][1] == a:
+                    kept[-1] = (kept[-1][0], b)
+                else:
+                    kept.append((a, b))
+        if not kept:
+            continue
+        segments[g] = tuple(kept)
+        cols: list[ChunkPages] = []
+        for name in plan.columns:
+            oi = offsets[name]
+            starts = _starts(oi, num_rows, f"column {name!r} of row group {g}", uri)
+            ends = [*starts[1:], num_rows]
+            chunk = _plan.chunk_range(md, g, positions[name], footer=footer, uri=uri)
+            locs = oi.page_locations
+            pages: list[Range] = []
+            rows: list[Range] = []
+            for loc, a, b in zip(locs, starts, ends, strict=True):
+                lo, hi = loc.offset, loc.offset + loc.compressed_page_size
+                if lo < chunk[0] or hi > chunk[1] or loc.compressed_page_size <= 0:
+                    raise ObjectFormatError(f"corrupt Parquet offset index of column {name!r} "
+                                            f"of row group {g}: a page lies outside its chunk",
+                                            uri=uri)
+                if any(sa < b and a < sb for sa, sb in kept):
+                    pages.append((lo, hi))
+                    rows.append((a, b))
+            all_pages += len(locs)
+            kept_pages += len(pages)
+            first = locs[0].offset
+            cols.append(ChunkPages(column=name, pages=tuple(pages), rows=tuple(rows),
+                                   dictionary=(chunk[0], first) if first > chunk[0] else None))
+        chunks[g] = tuple(cols)
+    needed = sum(_plan.total(c.ranges) for cs in chunks.values() for c in cs)
+    return PagePlan(metadata=where.metadata,
+                    row_groups=tuple(g for g in plan.row_groups if g in segments),
+                    segments=segments, chunks=chunks, needed_bytes=needed,
+                    pages_kept=kept_pages, pages_total=all_pages)
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def _chunk_file(fmd: Any, g: int, position: int, pages: ChunkPages,
+                read: Callable[[Range], bytes]) -> bytes:
+    """A one-column Parquet file of the kept pages of one column chunk."""
+    t = thrift()
+    body = bytearray(_plan.MAGIC)
+    dict_offset = None
+    if pages.dictionary is not None:
+        dict_offset = len(body)
+        body += read(pages.dictionary)
+    data_offset = len(body)
+    for r in pages.pages:
+        body += read(r)
+    rows = sum(b - a for a, b in pages.rows)
+    cc = fmd.row_groups[g].columns[position]
+    md = t.ColumnMetaData(
+        type=cc.meta_data.type, encodings=cc.meta_data.encodings,
+        path_in_schema=cc.meta_data.path_in_schema, codec=cc.meta_data.codec,
+        num_values=rows, total_uncompressed_size=cc.meta_data.total_uncompressed_size,
+        total_compressed_size=len(body) - len(_plan.MAGIC), data_page_offset=data_offset,
+        dictionary_page_offset=dict_offset)
+    chunk = t.ColumnChunk(file_offset=len(_plan.MAGIC), meta_data=md)
+    group = t.RowGroup(columns=[chunk], total_byte_size=len(body), num_rows=rows)
+    root = t.SchemaElement(name="schema", num_children=1)
+    meta_out = t.FileMetaData(version=fmd.version, schema=[root, fmd.schema[1 + position]],
+                              num_rows=rows, row_groups=[group], created_by=fmd.created_by)
+    tail = _encode(meta_out)
+    return bytes(body) + tail + struct.pack("<I", len(tail)) + _plan.MAGIC
+
+
+def decode(footer: _plan.Footer, pages: PagePlan, read: Callable[[Range], bytes],
+           schema: pa.Schema, *, uri: str) -> pa.Table:
+    """The kept rows of the needed columns (``schema``'s fields), in file order."""
+    md = footer.metadata
+    fmd = pages.metadata
+    rg0 = md.row_group(0)
+    positions = {rg0.column(i).path_in_schema: i for i in range(rg0.num_columns)}
+    tables: list[pa.Table] = []
+    for g in pages.row_groups:
+        keep = pages.segments[g]
+        arrays: list[pa.ChunkedArray[Any]] = []
+        for cp in pages.chunks[g]:
+            data = _chunk_file(fmd, g, positions[cp.column], cp, read)
+            try:
+                column = _rows(pq.read_table(pa.BufferReader(data)).column(0), cp.rows, keep)
+            except (OSError, pa.ArrowException, ValueError) as e:
+                raise ObjectFormatError(f"corrupt Parquet data in column {cp.column!r} of "
+                                        f"row group {g}: {e}", uri=uri) from e
+            arrays.append(_cast(column, schema.field(cp.column).type))
+        tables.append(pa.Table.from_arrays(arrays, schema=schema))
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _rows(column: pa.ChunkedArray[Any], held: Iterable[Range], keep: Sequence[Range]
+          ) -> pa.ChunkedArray[Any]:
+    """The ``keep`` rows of a column that holds the rows ``held`` (concatenated)."""
+    starts: list[int] = []  # row-group row where each held run begins
+    at: list[int] = []  # where it begins in ``column``
+    pos = 0
+    for a, b in held:
+        starts.append(a)
+        at.append(pos)
+        pos += b - a
+    if pos != len(column):
+        raise ValueError(f"decoded {len(column)} rows where the offset index says {pos}")
+    pieces = []
+    for a, b in keep:
+        k = bisect.bisect_right(starts, a) - 1
+        pieces.append(column.slice(at[k] + a - starts[k], b - a))
+    return pa.chunked_array([c for p in pieces for c in p.chunks], type=column.type)
+
+
+def _cast(column: pa.ChunkedArray[Any], typ: pa.DataType) -> pa.ChunkedArray[Any]:
+    return column if column.type == typ else column.cast(typ)

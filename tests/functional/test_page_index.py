@@ -1,0 +1,276 @@
+"""Page-level pruning: files with a page index are read page by page, exactly as polars would
+answer, fetching only the pages that may hold a matching row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import thriftpy2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from thriftpy2.protocol import TCompactProtocolFactory
+from thriftpy2.utils import deserialize
+
+from s3slice import (
+    Engine,
+    FooterCache,
+    LocalFetcher,
+    ObjectFormatError,
+    RecordingFetcher,
+    Settings,
+)
+from s3slice import _predicate as P
+from s3slice._pages import Held
+from s3slice._query import analyze
+from s3slice._request import Query
+from tests.unit.test_pruning import frame_st, predicate_st
+
+BUCKET = "data"
+THRIFT = thriftpy2.load(str(Path(__file__).parents[2] / "functions" / "s3slice" /
+                            "parquet.thrift"), module_name="test_parquet_thrift")
+
+
+def engine_for(root: Path, **kw: Any) -> tuple[Engine, RecordingFetcher]:
+    base: dict[str, Any] = {"memory_mb": 2048, "strategy": "ranges", "page_index_ratio": 1.0}
+    base.update(kw)
+    fetcher = RecordingFetcher(LocalFetcher(root))
+    return Engine(Settings(**base), fetcher=fetcher, footer_cache=FooterCache(1 << 20)), fetcher
+
+
+def write(root: Path, table: pa.Table, name: str = "p.parquet", **kw: Any) -> Path:
+    options: dict[str, Any] = {"write_page_index": True, "row_group_size": 50_000,
+                               "data_page_size": 16 * 1024}
+    options.update(kw)
+    (root / BUCKET).mkdir(exist_ok=True)
+    path = root / BUCKET / name
+    pq.write_table(table, path, **options)
+    return path
+
+
+def sorted_table(n: int = 200_000) -> pa.Table:
+    rng = np.random.default_rng(7)
+    start = dt.datetime(2024, 1, 1)
+    return pa.table({
+        "ts": pa.array([start + dt.timedelta(seconds=i) for i in range(n)], pa.timestamp("us")),
+        "v": pa.array(rng.integers(0, 1000, n)),
+        "s": pa.array([f"k{i % 11}" for i in range(n)]),
+        "f": pa.array(rng.random(n)),
+    })
+
+
+WINDOW = ("ts >= TIMESTAMP '2024-01-01 10:00:00' AND ts < TIMESTAMP '2024-01-01 10:30:00'")
+
+
+def oracle(path: Path, where: str, columns: list[str]) -> pl.DataFrame:
+    return pl.read_parquet(path).filter(pl.sql_expr(where)).select(columns)
+
+
+def _thrift(name: str, data: bytes) -> Any:
+    return deserialize(getattr(THRIFT, name)(), data, TCompactProtocolFactory())
+
+
+def test_a_time_window_fetches_only_the_pages_that_overlap_it(tmp_path: Path) -> None:
+    # Dictionary pages are always read whole, so the sorted columns are written plain.
+    path = write(tmp_path, sorted_table(), use_dictionary=["s"])
+    engine, rec = engine_for(tmp_path, max_gap=0, part_size=1 << 30)
+    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
+                          "filter": WINDOW})
+    assert result.frame.equals(oracle(path, WINDOW, ["ts", "v"]))
+    assert result.stats["strategy_inputs"]["decoder"] == "pyarrow-pages"
+
+    # The expected pages, read from the file's own page index: those of ``ts`` whose
+    # [min, max] meets the window, and of ``v`` those holding any row of those ts pages.
+    data = path.read_bytes()
+    (length,) = struct.unpack("<I", data[-8:-4])
+    fmd = _thrift("FileMetaData", data[-8 - length:-8])
+    lo = int((dt.datetime(2024, 1, 1, 10) - dt.datetime(1970, 1, 1)).total_seconds() * 1e6)
+    hi = lo + 30 * 60 * 1_000_000
+    want: list[tuple[int, int]] = []
+    rows_total = 0
+    for rg in fmd.row_groups:
+        ts, v = rg.columns[0], rg.columns[1]
+        ci = _thrift("ColumnIndex", data[ts.column_index_offset:][:ts.column_index_length])
+        locs = {c: _thrift("OffsetIndex", data[cc.offset_index_offset:]
+                           [:cc.offset_index_length]).page_locations
+                for c, cc in (("ts", ts), ("v", v))}
+        kept_rows = []
+        for k, (a, b) in enumerate(zip(ci.min_values, ci.max_values, strict=True)):
+            if struct.unpack("<q", a)[0] < hi and struct.unpack("<q", b)[0] >= lo:
+                first = locs["ts"][k].first_row_index
+                end = (locs["ts"][k + 1].first_row_index if k + 1 < len(locs["ts"])
+                       else rg.num_rows)
+                kept_rows.append((first, end))
+        if not kept_rows:
+            continue
+        rows_total += sum(b - a for a, b in kept_rows)
+        for c, cc in (("ts", ts), ("v", v)):
+            meta = cc.meta_data
+            first_page = locs[c][0].offset
+            start = meta.dictionary_page_offset or meta.data_page_offset
+            if start < first_page:
+                want.append((start, first_page))
+            for k, loc in enumerate(locs[c]):
+                end = (locs[c][k + 1].first_row_index if k + 1 < len(locs[c])
+                       else rg.num_rows)
+                if any(a < end and loc.first_row_index < b for a, b in kept_rows):
+                    want.append((loc.offset, loc.offset + loc.compressed_page_size))
+    assert want, "the window should meet some pages"
+    # pyarrow writes the page index after the last row group: one GET reads it all.
+    index_start = min(min(cc.column_index_offset, cc.offset_index_offset)
+                      for rg in fmd.row_groups for cc in rg.columns)
+    assert len([r for r in rec.ranges() if r[0] >= index_start]) == 1
+    from s3slice._plan import coalesce
+    assert [r for r in rec.ranges() if r[1] <= index_start] == coalesce(want, 0)
+    assert result.stats["needed_bytes"] == sum(b - a for a, b in want)
+    assert result.stats["rows_in"] == rows_total
+    # A tenth of a row group's pages, not the whole row group.
+    row_group_bytes = result.stats["strategy_inputs"]["page_index"]["row_group_bytes"]
+    assert result.stats["needed_bytes"] < row_group_bytes / 5
+
+
+def test_without_a_page_index_the_row_group_path_is_unchanged(tmp_path: Path) -> None:
+    path = write(tmp_path, sorted_table(20_000), write_page_index=False)
+    engine, _ = engine_for(tmp_path)
+    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["v"],
+                          "filter": WINDOW})
+    assert result.frame.equals(oracle(path, WINDOW, ["v"]))
+    assert "page_index" not in result.stats["strategy_inputs"]
+    assert result.stats["strategy_inputs"]["decoder"] != "pyarrow-pages"
+
+
+def test_pages_are_not_used_when_they_save_too_little(tmp_path: Path) -> None:
+    path = write(tmp_path, sorted_table(20_000))
+    engine, _ = engine_for(tmp_path, page_index_ratio=0.8)
+    where = "v >= 0"  # every page may match
+    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
+                          "filter": where})
+    assert result.frame.equals(oracle(path, where, ["ts", "v"]))
+    page_index = result.stats["strategy_inputs"]["page_index"]
+    assert page_index["used"] is False
+    assert page_index["pages_kept"] == page_index["pages_total"]
+    assert result.stats["strategy_inputs"]["decoder"] != "pyarrow-pages"
+
+
+def typed_table(n: int) -> pa.Table:
+    rng = np.random.default_rng(3)
+    base = dt.datetime(2024, 3, 1)
+    nulls = rng.random(n) < 0.3
+
+    def masked(values: list[Any], typ: pa.DataType) -> pa.Array:
+        return pa.array([None if m else x for x, m in zip(values, nulls, strict=True)], typ)
+
+    order = np.sort(rng.integers(0, 10_000, n))
+    return pa.table({
+        "i32": pa.array(order.astype(np.int32)),
+        "u32": pa.array((order.astype(np.uint64) * 400_000).astype(np.uint32)),
+        "i64": masked(list(order * 3), pa.int64()),
+        "f64": masked(list(order / 7.0), pa.float64()),
+        "f32": pa.array((order / 3.0).astype(np.float32)),
+        "s": masked([f"key-{x:05d}" for x in order], pa.string()),
+        "d": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=int(x // 50)) for x in order],
+                      pa.date32()),
+        "ts_ms": pa.array([base + dt.timedelta(seconds=int(x)) for x in order],
+                          pa.timestamp("ms")),
+        "ts_tz": pa.array([base + dt.timedelta(seconds=int(x)) for x in order],
+                          pa.timestamp("us", tz="UTC")),
+        "ts_s": pa.array([base + dt.timedelta(seconds=int(x)) for x in order],
+                         pa.timestamp("s")),
+        "sparse": pa.array([None] * n, pa.int64()),
+    })
+
+
+@pytest.mark.parametrize("where", [
+    "i32 BETWEEN 4000 AND 4100",
+    "u32 > 3900000000",
+    "i64 IN (300, 12000, 29001) OR i64 IS NULL",
+    "f64 < 10.5 AND f64 IS NOT NULL",
+    "f32 >= 3000",
+    "s >= 'key-09000'",
+    "s = 'key-05000' OR s = 'key-05001'",
+    "d = DATE '2024-03-01'",
+    "ts_ms < TIMESTAMP '2024-03-01 00:05:00'",
+    "ts_tz > TIMESTAMPTZ '2024-03-01 02:40:00+00:00'",
+    "ts_s BETWEEN TIMESTAMP '2024-03-01 01:00:00' AND TIMESTAMP '2024-03-01 01:01:00'",
+    "NOT (i32 < 9000)",
+    "sparse IS NOT NULL",
+    "sparse IS NULL AND i32 < 100",
+])
+@pytest.mark.parametrize("options", [
+    {"compression": "snappy"},
+    {"compression": "zstd", "use_dictionary": False},
+    {"compression": "gzip", "data_page_version": "2.0"},
+    {"compression": "lz4", "max_rows_per_page": 700},
+    {"compression": "none", "max_rows_per_page": 1},
+])
+def test_types_codecs_and_encodings_equal_the_oracle(tmp_path: Path, where: str,
+                                                     options: dict[str, Any]) -> None:
+    rows = 6_000 if options.get("max_rows_per_page") != 1 else 800
+    path = write(tmp_path, typed_table(rows), row_group_size=rows // 3,
+                 data_page_size=2048, **options)
+    engine, _ = engine_for(tmp_path)
+    columns = ["i32", "s", "ts_tz", "ts_s", "f64"]
+    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": columns,
+                          "filter": where})
+    want = oracle(path, where, columns)
+    assert result.frame.equals(want), (where, result.frame, want)
+    pushed = P.columns_of(analyze(Query(filter=where)).predicate)
+    if pushed and result.stats["row_groups_read"]:
+        assert result.stats["strategy_inputs"]["page_index"]["pages_total"] > 0
+
+
+def test_a_corrupt_offset_index_is_a_format_error(tmp_path: Path) -> None:
+    path = write(tmp_path, sorted_table(20_000))
+    data = bytearray(path.read_bytes())
+    (length,) = struct.unpack("<I", data[-8:-4])
+    fmd = _thrift("FileMetaData", bytes(data[-8 - length:-8]))
+    cc = fmd.row_groups[0].columns[0]
+    data[cc.offset_index_offset:cc.offset_index_offset + cc.offset_index_length] = (
+        b"\xff" * cc.offset_index_length)
+    path.write_bytes(bytes(data))
+    engine, _ = engine_for(tmp_path)
+    with pytest.raises(ObjectFormatError, match="offset index|OffsetIndex"):
+        engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["v"],
+                     "filter": "ts < TIMESTAMP '2024-01-01 00:10:00'"})
+
+
+def test_held_ranges_read_across_neighbouring_pieces() -> None:
+    held = Held()
+    held.write(10, memoryview(b"abcde"))
+    held.write(15, memoryview(b"fgh"))
+    held.write(30, memoryview(b"xyz"))
+    assert held.read((12, 17)) == b"cdefg"
+    assert held.read((30, 33)) == b"xyz"
+    with pytest.raises(KeyError):
+        held.read((16, 31))
+    with pytest.raises(KeyError):
+        held.read((0, 11))
+
+
+@settings(max_examples=40, deadline=None)
+@given(frame=frame_st(), where=predicate_st(), group_rows=st.sampled_from([15, 60]),
+       page_rows=st.sampled_from([1, 3, 8]), version=st.sampled_from(["1.0", "2.0"]),
+       dictionary=st.booleans(),
+       columns=st.lists(st.sampled_from(["i", "f", "s", "d"]), min_size=1, max_size=4,
+                        unique=True))
+def test_page_reads_equal_polars(frame: pl.DataFrame, where: str, group_rows: int,
+                                 page_rows: int, version: str, dictionary: bool,
+                                 columns: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        path = write(Path(root), frame.to_arrow(), row_group_size=group_rows,
+                     max_rows_per_page=page_rows, data_page_version=version,
+                     use_dictionary=dictionary)
+        engine, _ = engine_for(Path(root), footer_size=256)
+        got = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": columns,
+                           "filter": where}).frame
+        del path
+    want = frame.filter(pl.sql_expr(where)).select(columns)
+    assert got.equals(want), (where, got, want)
