@@ -155,6 +155,8 @@ REQUIRED: tuple[str, ...] = (
     "thriftpy2/__init__.py",
     "thriftpy2/protocol/compact.py",
     "ply/yacc.py",
+    "xxhash/__init__.py",
+    "xxhash/_xxhash*.so",
 )
 
 #: Paths that must not be in the trimmed layer (``fnmatch`` over relative posix paths).

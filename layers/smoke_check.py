@@ -202,6 +202,13 @@ def check_thrift(tmp: str) -> None:
     assert deserialize(parquet.FileMetaData(), serialize(fmd, factory), factory) == fmd
 
 
+def check_xxhash() -> None:
+    """The hash of Parquet's Bloom filters (the compiled extension, from the layer)."""
+    import xxhash
+
+    assert xxhash.xxh64_intdigest(b"") == 0xEF46DB3751D8E999
+
+
 def check_isolation() -> None:
     """Every loaded module came from the layer or the standard library."""
     paths = sysconfig.get_paths()
@@ -224,6 +231,7 @@ def main() -> None:
         check_obstore(tmp, data)
         check_text_inputs(tmp)
         check_thrift(tmp)
+    check_xxhash()
     check_sqlglot()
     check_powertools()
     check_isolation()

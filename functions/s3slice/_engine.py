@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _pages, _plan, _sources
+from . import _bloom, _pages, _plan, _sources
 from ._errors import (
     ObjectChangedError,
     ObjectFormatError,
@@ -413,7 +413,8 @@ class Engine:
                 plan = _plan.plan_parquet(footer, columns=columns,
                                           predicate=analysis.predicate, uri=obj.uri)
                 if analysis.pruned:
-                    plan = dataclasses.replace(plan, row_groups=(), chunks={}, needed_bytes=0)
+                    plan = plan.keep(())
+                plan, bloom = self._bloom_prune(obj, footer, plan, analysis, etag)
                 inputs: dict[str, Any]
                 if whole is not None:
                     strategy, inputs = "single", {"object_bytes": footer.size,
@@ -421,6 +422,8 @@ class Engine:
                 else:
                     strategy, inputs = self.choose(plan)
                 inputs["footer"] = footer_via
+                if bloom is not None:
+                    inputs["bloom_filters"] = bloom
             held = (footer.size - footer.length, footer.size)
             pages = (self._page_plan(obj, footer, plan, analysis, etag, inputs, timings)
                      if strategy == "ranges" and not analysis.pruned else None)
@@ -467,6 +470,31 @@ class Engine:
                                         for g in plan.row_groups),
                             needed_bytes=plan.needed_bytes,
                             strategy=strategy, inputs=inputs)
+
+    def _bloom_prune(self, obj: ObjectRef, footer: _plan.Footer, plan: _plan.Plan,
+                     analysis: Analysis, etag: str | None
+                     ) -> tuple[_plan.Plan, dict[str, Any] | None]:
+        """The plan less the row groups whose Bloom filters rule out every ``=``/IN value.
+
+        The filters are read (one GET) only when they come to at most ``_bloom.MAX_SHARE``
+        of the plan's bytes; what was decided is returned for ``strategy_inputs``.
+        """
+        where = _bloom.locate(footer, plan, analysis.predicate, uri=obj.uri)
+        if not where:
+            return plan, None
+        filter_bytes = _plan.total(where.values())
+        info: dict[str, Any] = {"filter_bytes": filter_bytes,
+                                "row_groups_before": len(plan.row_groups)}
+        if filter_bytes > _bloom.MAX_SHARE * plan.needed_bytes:
+            return plan, {**info, "used": False}
+        held = _pages.Held()
+        self.deadline()
+        s = self.settings
+        self.fetcher.get_ranges(obj, _plan.coalesce(where.values(), max(s.max_gap,
+                                                                         _pages.INDEX_GAP)),
+                                etag=etag, sink=held.write, concurrency=s.max_concurrency)
+        kept = _bloom.prune(footer, plan, analysis.predicate, where, held.read, uri=obj.uri)
+        return plan.keep(kept), {**info, "used": True, "row_groups_after": len(kept)}
 
     def _page_plan(self, obj: ObjectRef, footer: _plan.Footer, plan: _plan.Plan,
                    analysis: Analysis, etag: str | None, inputs: dict[str, Any],

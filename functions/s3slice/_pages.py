@@ -62,7 +62,8 @@ def thrift() -> Any:
                           module_name="s3slice_parquet_thrift")
 
 
-def _decode(struct_name: str, data: bytes, uri: str) -> Any:
+def read_struct(struct_name: str, data: bytes, uri: str) -> Any:
+    """One Thrift struct of the Parquet IDL, compact-encoded at the start of ``data``."""
     from thriftpy2.protocol import TCompactProtocolFactory
     from thriftpy2.utils import deserialize
 
@@ -192,7 +193,7 @@ def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
             usable = usable or (name in filters and col.has_column_index)
     if not usable:
         return None
-    fmd = _decode("FileMetaData", footer.raw[:-_plan.FOOTER_TRAILER], uri)
+    fmd = read_struct("FileMetaData", footer.raw[:-_plan.FOOTER_TRAILER], uri)
     column_index: dict[tuple[int, str], Range] = {}
     offset_index: dict[tuple[int, str], Range] = {}
 
@@ -300,7 +301,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
     kept_pages = all_pages = 0
     for g in plan.row_groups:
         num_rows = md.row_group(g).num_rows
-        offsets = {name: _decode("OffsetIndex", index(r), uri)
+        offsets = {name: read_struct("OffsetIndex", index(r), uri)
                    for (gg, name), r in where.offset_index.items() if gg == g}
         fallback = _plan.row_group_stats(md, g, filters)
         per_column: dict[str, tuple[list[int], list[P.ColumnStats]]] = {}
@@ -310,7 +311,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
                 continue
             starts = _starts(offsets[name], num_rows, f"column {name!r} of row group {g}", uri)
             sizes = [b - a for a, b in itertools.pairwise([*starts, num_rows])]
-            ci = _decode("ColumnIndex", index(r), uri)
+            ci = read_struct("ColumnIndex", index(r), uri)
             per_column[name] = (starts, page_stats(ci, schema.column(positions[name]), sizes))
         bounds = sorted({0, num_rows, *(s for starts, _ in per_column.values() for s in starts)})
         kept: list[Range] = []

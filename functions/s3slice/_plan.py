@@ -219,6 +219,14 @@ class Plan:
     def group_bytes(self, group: int) -> int:
         return total(self.chunks[group])
 
+    def keep(self, groups: Sequence[int]) -> Plan:
+        """The same plan for only ``groups`` of its row groups."""
+        chosen = set(groups)
+        kept = tuple(g for g in self.row_groups if g in chosen)
+        return dataclasses.replace(self, row_groups=kept,
+                                   chunks={g: self.chunks[g] for g in kept},
+                                   needed_bytes=sum(self.group_bytes(g) for g in kept))
+
 
 def cheapest_column(md: pq.FileMetaData, names: Sequence[str]) -> str:
     """The column with the fewest compressed bytes: what a row count needs to read."""

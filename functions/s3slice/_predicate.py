@@ -80,6 +80,18 @@ def columns_of(pred: Pred) -> set[str]:
     return set()
 
 
+def equality_columns(pred: Pred) -> set[str]:
+    """Columns compared with ``=`` or IN somewhere in ``pred`` (what a Bloom filter answers)."""
+    match pred:
+        case Cmp(column=c, op="=") | In(column=c):
+            return {c}
+        case And(items=items) | Or(items=items):
+            return set().union(*(equality_columns(p) for p in items))
+        case Not(item=item):
+            return equality_columns(item)
+    return set()
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ColumnStats:
     """What a row group's footer says of one column. ``None`` means "not recorded"."""
@@ -89,6 +101,8 @@ class ColumnStats:
     max: Any = None
     null_count: int | None = None
     is_float: bool = False
+    #: From a Bloom filter: True when a literal is certainly not among the values.
+    excludes: Callable[[Any], bool] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def all_null(self) -> bool:
@@ -164,6 +178,8 @@ def _compare(stats: ColumnStats, op: str, raw: Any) -> Truth:
     if stats.all_null:
         return (False, False, True)
     null = stats.may_be_null
+    if op == "=" and stats.excludes is not None and stats.excludes(raw):
+        return (False, True, null)
     if not stats.has_min_max:
         return ANY
     if isinstance(raw, float) and math.isnan(raw):

@@ -306,7 +306,7 @@ TEST_ENV_REQUIREMENTS = ("pytest", "pytest-timeout", "hypothesis", "boto3", "mot
                          "flask", "flask-cors", "psutil")
 #: The layer's import packages that the service uses (and their compiled runtime).
 SERVICE_PACKAGES = ("polars", "pyarrow", "obstore", "aws_lambda_powertools", "sqlglot",
-                    "thriftpy2")
+                    "thriftpy2", "xxhash")
 LAYER_ONLY_PACKAGES = (*SERVICE_PACKAGES, "_polars_runtime_32", "aws_xray_sdk", "wrapt", "ply",
                        "jmespath", "typing_extensions")
 #: Distributions that must not be in the test environment: the service's dependencies
@@ -314,7 +314,7 @@ LAYER_ONLY_PACKAGES = (*SERVICE_PACKAGES, "_polars_runtime_32", "aws_xray_sdk", 
 NOT_IN_TEST_ENV = frozenset({"polars", "polars-runtime-32", "polars-runtime-64",
                              "polars-runtime-compat", "pyarrow", "obstore",
                              "aws-lambda-powertools", "sqlglot", "numpy", "pandas",
-                             "aws-xray-sdk", "thriftpy2", "ply"})
+                             "aws-xray-sdk", "thriftpy2", "ply", "xxhash"})
 TEST_VENV = lb.BUILD_ROOT / "integration-venv"
 #: Wheels for the test environment, kept like the layer's (pip's own cache does not keep
 #: responses marked uncacheable), so that a new test environment installs offline.

@@ -1,0 +1,166 @@
+"""Row-group pruning by Parquet Bloom filters, for equality and IN on unsorted columns.
+
+Statistics cannot rule out a value that lies between a row group's min and max; a Bloom
+filter can. Parquet's are split-block Bloom filters over the xxHash64 of each value's plain
+encoding (apache/parquet-format ``BloomFilter.md``): a 32-byte block is picked by the upper
+half of the hash, and eight bits, one per 32-bit word, by the lower half times eight salts.
+A value whose bits are not all set is certainly absent; the row group is then pruned for
+``col = value`` (and for ``IN``, when every listed value is absent).
+
+pyarrow gives each filter's offset and length but does not read it; the header is a Thrift
+``BloomFilterHeader`` (read with :func:`._pages.read_struct`). Only the layout the format
+defines (block algorithm, xxHash, uncompressed) is used; anything else keeps the group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow.parquet as pq
+import xxhash
+
+from . import _pages, _plan
+from . import _predicate as P
+from ._errors import ObjectFormatError
+
+Range = tuple[int, int]
+
+#: The filters are read only when they come to at most this share of the needed bytes.
+MAX_SHARE = 0.25
+SALT = (0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D,
+        0x705495C7, 0x2DF1424B, 0x9EFC4947, 0x5C6BFB31)
+_EPOCH = dt.date(1970, 1, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class BloomFilter:
+    bitset: bytes  # whole 32-byte blocks
+
+    def might_contain(self, encoded: bytes) -> bool:
+        h = xxhash.xxh64_intdigest(encoded)
+        blocks = len(self.bitset) // 32
+        block = ((h >> 32) * blocks) >> 32
+        key = h & 0xFFFFFFFF
+        words = struct.unpack_from("<8I", self.bitset, block * 32)
+        return all(words[i] >> (((key * SALT[i]) & 0xFFFFFFFF) >> 27) & 1 for i in range(8))
+
+
+def parse(data: bytes, *, uri: str) -> BloomFilter | None:
+    """A filter from its header and bitset (the ``bloom_filter_length`` bytes), or None
+    when it uses a layout this reader does not know."""
+    header = _pages.read_struct("BloomFilterHeader", data, uri)
+    size = header.numBytes
+    if not isinstance(size, int) or size <= 0 or size % 32 or size > len(data):
+        raise ObjectFormatError(f"corrupt Parquet Bloom filter: {size} bytes in a "
+                                f"{len(data)}-byte filter", uri=uri)
+    if (getattr(header.algorithm, "BLOCK", None) is None
+            or getattr(header.hash, "XXHASH", None) is None
+            or getattr(header.compression, "UNCOMPRESSED", None) is None):
+        return None
+    return BloomFilter(bytes(data[len(data) - size:]))
+
+
+def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
+    """The plain encoding of a literal for this column, or None for unsupported types.
+
+    Integers (INT32/INT64, signed or not), dates, and strings or binary. Floats and
+    timestamps are left to the statistics: their literals rarely hash like the stored bits.
+    """
+    physical, logical = col.physical_type, col.logical_type.type
+    unsigned = logical == "INT" and "isSigned=false" in str(col.logical_type)
+    if physical in ("INT32", "INT64") and logical in ("NONE", "INT"):
+        fmt = {"INT32": "<i", "INT64": "<q"}[physical]
+        fmt = fmt.upper() if unsigned else fmt
+
+        def integer(v: Any) -> bytes | None:
+            if isinstance(v, bool):
+                return None
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            if not isinstance(v, int):
+                return None
+            try:
+                return struct.pack(fmt, v)
+            except struct.error:
+                return None
+        return integer
+    if physical == "INT32" and logical == "DATE":
+        def date(v: Any) -> bytes | None:
+            if isinstance(v, str):
+                try:
+                    v = dt.date.fromisoformat(v)
+                except ValueError:
+                    return None
+            if isinstance(v, dt.datetime) or not isinstance(v, dt.date):
+                return None
+            return struct.pack("<i", (v - _EPOCH).days)
+        return date
+    if physical == "BYTE_ARRAY":
+        text = logical in ("STRING", "ENUM", "JSON") or col.converted_type == "UTF8"
+
+        def binary(v: Any) -> bytes | None:
+            if isinstance(v, str):
+                return v.encode()
+            return v if isinstance(v, bytes) and not text else None
+        return binary
+    return None
+
+
+def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
+           uri: str) -> dict[tuple[int, str], Range]:
+    """The Bloom filters of the kept row groups for columns compared by ``=`` or IN."""
+    md = footer.metadata
+    wanted = P.equality_columns(predicate)
+    out: dict[tuple[int, str], Range] = {}
+    if not wanted:
+        return out
+    for g in plan.row_groups:
+        rg = md.row_group(g)
+        for i in range(rg.num_columns):
+            col = rg.column(i)
+            name = col.path_in_schema
+            # (newer than the pyarrow stubs)
+            offset = getattr(col, "bloom_filter_offset", None)
+            length = getattr(col, "bloom_filter_length", None)
+            if name not in wanted or not offset or not length:
+                continue
+            if offset < len(_plan.MAGIC) or length < 0 or offset + length > footer.data_end:
+                raise ObjectFormatError(f"corrupt Parquet metadata: the Bloom filter of column "
+                                        f"{name!r} of row group {g} lies outside the data",
+                                        uri=uri)
+            out[(g, name)] = (offset, offset + length)
+    return out
+
+
+def prune(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred,
+          where: dict[tuple[int, str], Range], read: Callable[[Range], bytes], *,
+          uri: str) -> list[int]:
+    """The kept row groups that the Bloom filters do not rule out."""
+    md = footer.metadata
+    columns = P.columns_of(predicate)
+    positions = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    kept: list[int] = []
+    for g in plan.row_groups:
+        stats = _plan.row_group_stats(md, g, columns)
+        for (gg, name), r in where.items():
+            if gg != g or name not in stats:
+                continue
+            bloom = parse(read(r), uri=uri)
+            encode = encoder(md.schema.column(positions[name]))
+            if bloom is None or encode is None:
+                continue
+            stats[name] = dataclasses.replace(stats[name], excludes=_absent(bloom, encode))
+        if P.may_match(predicate, stats):
+            kept.append(g)
+    return kept
+
+
+def _absent(bloom: BloomFilter, encode: Callable[[Any], bytes | None]) -> Callable[[Any], bool]:
+    def absent(value: Any) -> bool:
+        encoded = encode(value)
+        return encoded is not None and not bloom.might_contain(encoded)
+    return absent
