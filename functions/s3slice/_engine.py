@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
@@ -71,17 +71,17 @@ class FooterCache:
             return footer
 
     def put(self, obj: ObjectRef, etag: str | None, footer: _plan.Footer) -> None:
-        if not etag or footer.length > self.max_bytes:
+        if not etag or footer.nbytes > self.max_bytes:
             return
         key = (obj.bucket, obj.key, etag)
         with self._lock:
             if key in self._items:
                 return
             self._items[key] = footer
-            self._bytes += footer.length
+            self._bytes += footer.nbytes
             while self._bytes > self.max_bytes:
                 _, old = self._items.popitem(last=False)
-                self._bytes -= old.length
+                self._bytes -= old.nbytes
 
     def clear(self) -> None:
         with self._lock:
@@ -370,7 +370,8 @@ class Engine:
             return footer, obj.etag, image, "whole-object GET"
         got = self.fetcher.get_tail(obj, s.footer_size)
         try:
-            footer = _plan.parse_footer(got.data, size=got.size, uri=obj.uri)
+            footer = _plan.parse_footer(got.data, size=got.size, uri=obj.uri,
+                                        keep_before=s.footer_size)
         except _plan.FooterTooLarge as more:
             got = self.fetcher.get_tail(obj, more.needed)
             footer = _plan.parse_footer(got.data, size=got.size, uri=obj.uri)
@@ -471,6 +472,23 @@ class Engine:
                             needed_bytes=plan.needed_bytes,
                             strategy=strategy, inputs=inputs)
 
+    def _metadata_ranges(self, obj: ObjectRef, footer: _plan.Footer, ranges: Iterable[_plan.Range],
+                         etag: str | None) -> _pages.Held:
+        """Page-index or Bloom-filter ranges: from the footer's suffix read where it holds
+        them, the rest in as few GETs as possible (such ranges sit together, before the
+        footer, so bridging other columns' entries costs less than another round trip)."""
+        s = self.settings
+        held = _pages.Held()
+        if footer.before:
+            held.write(footer.held[0], memoryview(footer.before))
+        wanted = _plan.coalesce(ranges, max(s.max_gap, _pages.INDEX_GAP))
+        missing = _plan.subtract(wanted, footer.held)
+        if missing:
+            self.deadline()
+            self.fetcher.get_ranges(obj, missing, etag=etag, sink=held.write,
+                                    concurrency=s.max_concurrency)
+        return held
+
     def _bloom_prune(self, obj: ObjectRef, footer: _plan.Footer, plan: _plan.Plan,
                      analysis: Analysis, etag: str | None
                      ) -> tuple[_plan.Plan, dict[str, Any] | None]:
@@ -487,12 +505,7 @@ class Engine:
                                 "row_groups_before": len(plan.row_groups)}
         if filter_bytes > _bloom.MAX_SHARE * plan.needed_bytes:
             return plan, {**info, "used": False}
-        held = _pages.Held()
-        self.deadline()
-        s = self.settings
-        self.fetcher.get_ranges(obj, _plan.coalesce(where.values(), max(s.max_gap,
-                                                                         _pages.INDEX_GAP)),
-                                etag=etag, sink=held.write, concurrency=s.max_concurrency)
+        held = self._metadata_ranges(obj, footer, where.values(), etag)
         kept = _bloom.prune(footer, plan, analysis.predicate, where, held.read, uri=obj.uri)
         return plan.keep(kept), {**info, "used": True, "row_groups_after": len(kept)}
 
@@ -512,13 +525,7 @@ class Engine:
             where = _pages.locate(footer, plan, analysis.predicate, uri=obj.uri)
             if where is None:
                 return None
-            index = _pages.Held()
-            self.deadline()
-            # The index of every column chunk sits together before the footer: bridging the
-            # other columns' index costs less than another round trip.
-            ranges = _plan.coalesce(where.ranges(), max(s.max_gap, _pages.INDEX_GAP))
-            self.fetcher.get_ranges(obj, ranges, etag=etag, sink=index.write,
-                                    concurrency=s.max_concurrency)
+            index = self._metadata_ranges(obj, footer, where.ranges(), etag)
             pages = _pages.select(footer, plan, analysis.predicate, where, index.read,
                                   uri=obj.uri)
         used = pages.needed_bytes <= s.page_index_ratio * plan.needed_bytes

@@ -53,13 +53,22 @@ _FIXED = {_INT32: ("<i", 4), _INT64: ("<q", 8), _FLOAT: ("<f", 4), _DOUBLE: ("<d
 _UTF8 = 0  # ConvertedType UTF8
 
 
+_LOAD = threading.Lock()
+
+
 @functools.cache
-def thrift() -> Any:
-    """The Parquet Thrift module (loaded once: parsing the IDL takes a few hundred ms)."""
+def _load() -> Any:
     import thriftpy2
 
     return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
                           module_name="s3slice_parquet_thrift")
+
+
+def thrift() -> Any:
+    """The Parquet Thrift module (loaded once: parsing the IDL takes a few hundred ms, and
+    the IDL parser is not thread-safe, so objects read in parallel wait for one load)."""
+    with _LOAD:
+        return _load()
 
 
 def read_struct(struct_name: str, data: bytes, uri: str) -> Any:
@@ -164,7 +173,10 @@ class IndexLocations:
 
 
 def _flat(md: pq.FileMetaData) -> bool:
-    return md.num_columns == len(md.schema.to_arrow_schema())
+    """Every column is a top-level, non-repeated leaf (so a page starts at a row)."""
+    columns = [md.schema.column(i) for i in range(md.num_columns)]
+    return all(c.max_repetition_level == 0 and c.max_definition_level <= 1
+               and "." not in c.path for c in columns)
 
 
 def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,

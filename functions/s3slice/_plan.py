@@ -39,20 +39,34 @@ class Footer:
     size: int  # object size
     length: int  # footer length, trailer included
     raw: bytes = dataclasses.field(repr=False)  # the last ``length`` bytes of the object
+    #: The bytes just before the footer that its suffix read brought too: where writers put
+    #: the page index and Bloom filters, which then cost no request.
+    before: bytes = dataclasses.field(default=b"", repr=False)
 
     @property
     def data_end(self) -> int:
         return self.size - self.length
 
     @property
+    def held(self) -> Range:
+        """The bytes of the object ``before`` holds."""
+        return (self.data_end - len(self.before), self.data_end)
+
+    @property
+    def nbytes(self) -> int:
+        """What keeping this footer costs (for the cache's bound)."""
+        return self.length + len(self.before)
+
+    @property
     def schema_names(self) -> list[str]:
         return list(self.metadata.schema.to_arrow_schema().names)
 
 
-def parse_footer(tail: bytes, *, size: int, uri: str) -> Footer:
+def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> Footer:
     """Parse the footer held by the last ``len(tail)`` bytes of an object of ``size`` bytes.
 
-    pyarrow does the parsing; only the eight-byte trailer that frames it is read here.
+    pyarrow does the parsing; only the eight-byte trailer that frames it is read here. Up to
+    ``keep_before`` bytes of ``tail`` before the footer are kept (``Footer.before``).
     """
     if size < len(MAGIC) + FOOTER_TRAILER:
         raise ObjectFormatError(f"not a Parquet object: {size} bytes is too small", uri=uri)
@@ -70,7 +84,9 @@ def parse_footer(tail: bytes, *, size: int, uri: str) -> Footer:
         metadata = pq.read_metadata(pa.BufferReader(framed))
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ObjectFormatError(f"corrupt Parquet footer: {e}", uri=uri) from e
-    return Footer(metadata=metadata, size=size, length=total, raw=framed[len(MAGIC):])
+    kept = min(keep_before, len(tail) - total)
+    return Footer(metadata=metadata, size=size, length=total, raw=framed[len(MAGIC):],
+                  before=bytes(tail[len(tail) - total - kept:len(tail) - total]))
 
 
 # ------------------------------------------------------------------------ statistics
