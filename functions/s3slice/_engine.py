@@ -415,7 +415,9 @@ class Engine:
                                           predicate=analysis.predicate, uri=obj.uri)
                 if analysis.pruned:
                     plan = plan.keep(())
-                plan, bloom = self._bloom_prune(obj, footer, plan, analysis, etag)
+                # A whole object is already held: its Bloom filters could save no bytes.
+                plan, bloom = ((plan, None) if whole is not None
+                               else self._bloom_prune(obj, footer, plan, analysis, etag))
                 inputs: dict[str, Any]
                 if whole is not None:
                     strategy, inputs = "single", {"object_bytes": footer.size,
@@ -494,8 +496,9 @@ class Engine:
                      ) -> tuple[_plan.Plan, dict[str, Any] | None]:
         """The plan less the row groups whose Bloom filters rule out every ``=``/IN value.
 
-        The filters are read (one GET) only when they come to at most ``_bloom.MAX_SHARE``
-        of the plan's bytes; what was decided is returned for ``strategy_inputs``.
+        The filters are read (from the suffix read where it holds them, else in one GET) only
+        when they come to at most ``_bloom.MAX_SHARE`` of the plan's bytes; what was decided
+        is returned for ``strategy_inputs``.
         """
         where = _bloom.locate(footer, plan, analysis.predicate, uri=obj.uri)
         if not where:
@@ -514,9 +517,9 @@ class Engine:
                    timings: Timings) -> _pages.PagePlan | None:
         """A page-level plan when the file has a page index and it cuts the bytes enough.
 
-        Reading the index costs one more GET (it lies outside the footer); the pages are
-        read instead of the row groups' column chunks when they come to at most
-        ``page_index_ratio`` of those bytes. The choice goes into ``inputs``.
+        The index lies outside the footer: it costs one more GET unless the footer's suffix
+        read holds it. The pages are read instead of the row groups' column chunks when they
+        come to at most ``page_index_ratio`` of those bytes. The choice goes into ``inputs``.
         """
         s = self.settings
         if s.page_index_ratio <= 0 or not plan.row_groups:

@@ -336,6 +336,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
                     kept[-1] = (kept[-1][0], b)
                 else:
                     kept.append((a, b))
+        all_pages += sum(len(offsets[name].page_locations or ()) for name in plan.columns)
         if not kept:
             continue
         segments[g] = tuple(kept)
@@ -357,7 +358,6 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
                 if any(sa < b and a < sb for sa, sb in kept):
                     pages.append((lo, hi))
                     rows.append((a, b))
-            all_pages += len(locs)
             kept_pages += len(pages)
             first = locs[0].offset
             cols.append(ChunkPages(column=name, pages=tuple(pages), rows=tuple(rows),
