@@ -281,6 +281,7 @@ def test_page_reads_equal_polars(frame: pl.DataFrame, where: str, group_rows: in
 
 
 @pytest.mark.parametrize("nested", [
+    # one leaf per top-level field, yet ``n`` is nested
     pa.array([{"x": i} for i in range(4000)]),
     pa.array([[i, i] for i in range(4000)]),
 ])
@@ -293,13 +294,3 @@ def test_nested_schemas_keep_the_row_group_path(tmp_path: Path, nested: pa.Array
     assert result.frame.equals(pl.read_parquet(path).filter(pl.sql_expr(where)))
     assert "page_index" not in result.stats["strategy_inputs"]
 
-
-def test_a_single_leaf_struct_is_not_taken_for_a_flat_column(tmp_path: Path) -> None:
-    # as many leaves as top-level fields, yet ``s`` is nested
-    table = pa.table({"i": pa.array(range(4000)), "s": pa.array([{"x": i} for i in range(4000)])})
-    path = write(tmp_path, table, row_group_size=2000, data_page_size=512)
-    engine, _ = engine_for(tmp_path)
-    where = "i BETWEEN 100 AND 120"
-    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "filter": where})
-    assert result.frame.equals(pl.read_parquet(path).filter(pl.sql_expr(where)))
-    assert "page_index" not in result.stats["strategy_inputs"]
