@@ -83,6 +83,15 @@ def read_struct(struct_name: str, data: bytes, uri: str) -> Any:
         raise ObjectFormatError(f"corrupt Parquet {struct_name}: {e}", uri=uri) from e
 
 
+def thrift_metadata(footer: _plan.Footer, uri: str) -> Any:
+    """The footer as Thrift objects, parsed once per footer (and kept in the footer cache)."""
+    fmd = footer.memo.get("thrift")
+    if fmd is None:
+        fmd = footer.memo.setdefault(
+            "thrift", read_struct("FileMetaData", footer.raw[:-_plan.FOOTER_TRAILER], uri))
+    return fmd
+
+
 def _encode(obj: Any) -> bytes:
     from thriftpy2.protocol import TCompactProtocolFactory
     from thriftpy2.utils import serialize
@@ -205,7 +214,7 @@ def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
             usable = usable or (name in filters and col.has_column_index)
     if not usable:
         return None
-    fmd = read_struct("FileMetaData", footer.raw[:-_plan.FOOTER_TRAILER], uri)
+    fmd = thrift_metadata(footer, uri)
     column_index: dict[tuple[int, str], Range] = {}
     offset_index: dict[tuple[int, str], Range] = {}
 
@@ -377,29 +386,29 @@ def _chunk_file(fmd: Any, g: int, position: int, pages: ChunkPages,
                 read: Callable[[Range], bytes]) -> bytes:
     """A one-column Parquet file of the kept pages of one column chunk."""
     t = thrift()
-    body = bytearray(_plan.MAGIC)
+    pieces = [_plan.MAGIC]
     dict_offset = None
     if pages.dictionary is not None:
-        dict_offset = len(body)
-        body += read(pages.dictionary)
-    data_offset = len(body)
-    for r in pages.pages:
-        body += read(r)
+        dict_offset = len(_plan.MAGIC)
+        pieces.append(read(pages.dictionary))
+    data_offset = sum(map(len, pieces))
+    pieces.extend(read(r) for r in pages.pages)
+    size = sum(map(len, pieces))
     rows = sum(b - a for a, b in pages.rows)
     cc = fmd.row_groups[g].columns[position]
     md = t.ColumnMetaData(
         type=cc.meta_data.type, encodings=cc.meta_data.encodings,
         path_in_schema=cc.meta_data.path_in_schema, codec=cc.meta_data.codec,
         num_values=rows, total_uncompressed_size=cc.meta_data.total_uncompressed_size,
-        total_compressed_size=len(body) - len(_plan.MAGIC), data_page_offset=data_offset,
+        total_compressed_size=size - len(_plan.MAGIC), data_page_offset=data_offset,
         dictionary_page_offset=dict_offset)
     chunk = t.ColumnChunk(file_offset=len(_plan.MAGIC), meta_data=md)
-    group = t.RowGroup(columns=[chunk], total_byte_size=len(body), num_rows=rows)
+    group = t.RowGroup(columns=[chunk], total_byte_size=size, num_rows=rows)
     root = t.SchemaElement(name="schema", num_children=1)
     meta_out = t.FileMetaData(version=fmd.version, schema=[root, fmd.schema[1 + position]],
                               num_rows=rows, row_groups=[group], created_by=fmd.created_by)
     tail = _encode(meta_out)
-    return bytes(body) + tail + struct.pack("<I", len(tail)) + _plan.MAGIC
+    return b"".join([*pieces, tail, struct.pack("<I", len(tail)), _plan.MAGIC])
 
 
 def decode(footer: _plan.Footer, pages: PagePlan, read: Callable[[Range], bytes],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,6 +43,9 @@ class Footer:
     #: The bytes just before the footer that its suffix read brought too: where writers put
     #: the page index and Bloom filters, which then cost no request.
     before: bytes = dataclasses.field(default=b"", repr=False)
+    #: What readers derive from the footer once (the Thrift form of it), kept with it in
+    #: the footer cache across warm invocations.
+    memo: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
     def data_end(self) -> int:
