@@ -38,7 +38,7 @@ class Settings:
     memory_mb               AWS_LAMBDA_FUNCTION_MEMORY_SIZE  the machine's memory
     memory_budget_mb        S3SLICE_MEMORY_BUDGET_MB         60 % of memory_mb
     tmp_dir                 S3SLICE_TMP_DIR                  the system temp dir (/tmp on Lambda)
-    footer_size             S3SLICE_FOOTER_SIZE              64 KiB (one suffix GET)
+    footer_size             S3SLICE_FOOTER_SIZE              256 KiB (one suffix GET)
     max_gap                 S3SLICE_MAX_GAP                  64 KiB (coalesce ranges closer)
     part_size               S3SLICE_PART_SIZE                8 MiB (smallest part of a split)
     fill_parts              S3SLICE_FILL_PARTS               8 (fewer parts: cut them further)
@@ -58,7 +58,7 @@ class Settings:
     memory_mb: int = 2048
     memory_budget_mb: int | None = None
     tmp_dir: str = "/tmp"  # noqa: S108 - Lambda's only writable directory
-    footer_size: int = 64 * 1024
+    footer_size: int = 256 * 1024
     max_gap: int = 64 * 1024
     part_size: int = 8 * MiB
     fill_parts: int = 8
