@@ -71,10 +71,9 @@ def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
     timestamps are left to the statistics: their literals rarely hash like the stored bits.
     """
     physical, logical = col.physical_type, col.logical_type.type
-    unsigned = logical == "INT" and "isSigned=false" in str(col.logical_type)
     if physical in ("INT32", "INT64") and logical in ("NONE", "INT"):
-        fmt = {"INT32": "<i", "INT64": "<q"}[physical]
-        fmt = fmt.upper() if unsigned else fmt
+        fmt = _pages.PLAIN[physical][0]
+        fmt = fmt.upper() if _pages.is_unsigned(col) else fmt
 
         def integer(v: Any) -> bytes | None:
             if isinstance(v, bool):
@@ -100,7 +99,7 @@ def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
             return struct.pack("<i", (v - _EPOCH).days)
         return date
     if physical == "BYTE_ARRAY":
-        text = logical in ("STRING", "ENUM", "JSON") or col.converted_type == "UTF8"
+        text = _pages.is_text(col)
 
         def binary(v: Any) -> bytes | None:
             if isinstance(v, str):
@@ -142,7 +141,7 @@ def prune(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred,
     """The kept row groups that the Bloom filters do not rule out."""
     md = footer.metadata
     columns = P.columns_of(predicate)
-    positions = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    positions = _pages.column_positions(md)
     kept: list[int] = []
     for g in plan.row_groups:
         stats = _plan.row_group_stats(md, g, columns)

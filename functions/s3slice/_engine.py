@@ -479,16 +479,19 @@ class Engine:
         """Page-index or Bloom-filter ranges: from the footer's suffix read where it holds
         them, the rest in as few GETs as possible (such ranges sit together, before the
         footer, so bridging other columns' entries costs less than another round trip)."""
-        s = self.settings
         held = _pages.Held()
         if footer.before:
-            held.write(footer.held[0], memoryview(footer.before))
-        wanted = _plan.coalesce(ranges, max(s.max_gap, _pages.INDEX_GAP))
-        missing = _plan.subtract(wanted, footer.held)
-        if missing:
+            held.write(footer.before_range[0], memoryview(footer.before))
+        wanted = _plan.coalesce(ranges, max(self.settings.max_gap, _pages.INDEX_GAP))
+        return self._fetch_held(obj, _plan.subtract(wanted, footer.before_range), etag, held)
+
+    def _fetch_held(self, obj: ObjectRef, ranges: list[_plan.Range], etag: str | None,
+                    held: _pages.Held) -> _pages.Held:
+        """``ranges`` fetched in parallel into ``held``, which is returned."""
+        if ranges:
             self.deadline()
-            self.fetcher.get_ranges(obj, missing, etag=etag, sink=held.write,
-                                    concurrency=s.max_concurrency)
+            self.fetcher.get_ranges(obj, ranges, etag=etag, sink=held.write,
+                                    concurrency=self.settings.max_concurrency)
         return held
 
     def _bloom_prune(self, obj: ObjectRef, footer: _plan.Footer, plan: _plan.Plan,
@@ -543,12 +546,9 @@ class Engine:
                     timings: Timings) -> pl.DataFrame:
         """The kept pages of a page-level plan, fetched in parallel and decoded by pyarrow."""
         s = self.settings
-        held = _pages.Held()
         with timings.phase("fetch"):
-            self.deadline()
             ranges = _plan.parts(_plan.coalesce(pages.fetch_ranges(), s.max_gap), s)
-            self.fetcher.get_ranges(obj, ranges, etag=etag, sink=held.write,
-                                    concurrency=s.max_concurrency)
+            held = self._fetch_held(obj, ranges, etag, _pages.Held())
         with timings.phase("execute"):
             schema = footer.metadata.schema.to_arrow_schema()
             table = _pages.decode(footer, pages, held.read,

@@ -47,10 +47,24 @@ Range = tuple[int, int]
 #: Index ranges closer than this are read in one GET (whatever ``max_gap`` says).
 INDEX_GAP = 1 << 20
 
-# Physical types (parquet.thrift ``Type``).
-_INT32, _INT64, _FLOAT, _DOUBLE, _BYTE_ARRAY = 1, 2, 4, 5, 6
-_FIXED = {_INT32: ("<i", 4), _INT64: ("<q", 8), _FLOAT: ("<f", 4), _DOUBLE: ("<d", 8)}
-_UTF8 = 0  # ConvertedType UTF8
+#: Plain encoding of the fixed-width physical types: struct format and width.
+PLAIN = {"INT32": ("<i", 4), "INT64": ("<q", 8), "FLOAT": ("<f", 4), "DOUBLE": ("<d", 8)}
+
+
+def is_text(col: pq.ColumnSchema) -> bool:
+    """A BYTE_ARRAY column that holds UTF-8 text (pyarrow's statistics give ``str``)."""
+    return (col.logical_type.type in ("STRING", "ENUM", "JSON")
+            or col.converted_type == "UTF8")
+
+
+def is_unsigned(col: pq.ColumnSchema) -> bool:
+    """An integer column ordered and encoded as unsigned."""
+    return col.logical_type.type == "INT" and "isSigned=false" in str(col.logical_type)
+
+
+def column_positions(md: pq.FileMetaData) -> dict[str, int]:
+    """Each leaf column's path, to its index in every row group."""
+    return {md.schema.column(i).path: i for i in range(md.num_columns)}
 
 
 _LOAD = threading.Lock()
@@ -200,8 +214,7 @@ def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
     if not filters or not plan.row_groups or not _flat(md):
         return None
     needed = set(plan.columns)
-    rg0 = md.row_group(plan.row_groups[0])
-    names = [rg0.column(i).path_in_schema for i in range(rg0.num_columns)]
+    names = list(column_positions(md))
     if not filters <= set(names):
         return None
     usable = False
@@ -236,20 +249,18 @@ def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
 
 def _values(raw: Sequence[bytes], col: pq.ColumnSchema) -> list[Any] | None:
     """Page min or max values as the Python values pyarrow's statistics give, or None."""
-    physical = {"INT32": _INT32, "INT64": _INT64, "FLOAT": _FLOAT, "DOUBLE": _DOUBLE,
-                "BYTE_ARRAY": _BYTE_ARRAY}.get(col.physical_type)
     logical = col.logical_type.type
     try:
-        if physical == _BYTE_ARRAY:
-            if logical in ("STRING", "ENUM", "JSON") or col.converted_type == "UTF8":
+        if col.physical_type == "BYTE_ARRAY":
+            if is_text(col):
                 return [b.decode() for b in raw]
             return list(raw) if logical == "NONE" else None
-        if physical is None:
+        if col.physical_type not in PLAIN:
             return None
-        fmt, width = _FIXED[physical]
+        fmt, width = PLAIN[col.physical_type]
         if any(len(b) != width for b in raw):
             return None
-        if logical == "INT" and "isSigned=false" in str(col.logical_type):
+        if is_unsigned(col):
             fmt = fmt.upper()  # unsigned: compared as unsigned (TypeDefinedOrder)
         numbers = [struct.unpack(fmt, b)[0] for b in raw]
         if logical in ("NONE", "INT"):
@@ -314,8 +325,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
     """Keep the segments of each row group whose pages may match, and their pages."""
     md = footer.metadata
     schema = md.schema
-    rg0 = md.row_group(plan.row_groups[0])
-    positions = {rg0.column(i).path_in_schema: i for i in range(rg0.num_columns)}
+    positions = column_positions(md)
     filters = P.columns_of(predicate)
     segments: dict[int, tuple[Range, ...]] = {}
     chunks: dict[int, tuple[ChunkPages, ...]] = {}
@@ -324,13 +334,15 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
         num_rows = md.row_group(g).num_rows
         offsets = {name: read_struct("OffsetIndex", index(r), uri)
                    for (gg, name), r in where.offset_index.items() if gg == g}
+        starts_of = {name: _starts(oi, num_rows, f"column {name!r} of row group {g}", uri)
+                     for name, oi in offsets.items()}
         fallback = _plan.row_group_stats(md, g, filters)
         per_column: dict[str, tuple[list[int], list[P.ColumnStats]]] = {}
         for name in filters:
             r = where.column_index.get((g, name))
             if r is None:
                 continue
-            starts = _starts(offsets[name], num_rows, f"column {name!r} of row group {g}", uri)
+            starts = starts_of[name]
             sizes = [b - a for a, b in itertools.pairwise([*starts, num_rows])]
             ci = read_struct("ColumnIndex", index(r), uri)
             per_column[name] = (starts, page_stats(ci, schema.column(positions[name]), sizes))
@@ -352,7 +364,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
         cols: list[ChunkPages] = []
         for name in plan.columns:
             oi = offsets[name]
-            starts = _starts(oi, num_rows, f"column {name!r} of row group {g}", uri)
+            starts = starts_of[name]
             ends = [*starts[1:], num_rows]
             chunk = _plan.chunk_range(md, g, positions[name], footer=footer, uri=uri)
             locs = oi.page_locations
@@ -416,8 +428,7 @@ def decode(footer: _plan.Footer, pages: PagePlan, read: Callable[[Range], bytes]
     """The kept rows of the needed columns (``schema``'s fields), in file order."""
     md = footer.metadata
     fmd = pages.metadata
-    rg0 = md.row_group(0)
-    positions = {rg0.column(i).path_in_schema: i for i in range(rg0.num_columns)}
+    positions = column_positions(md)
     tables: list[pa.Table] = []
     for g in pages.row_groups:
         keep = pages.segments[g]

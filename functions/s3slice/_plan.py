@@ -52,7 +52,7 @@ class Footer:
         return self.size - self.length
 
     @property
-    def held(self) -> Range:
+    def before_range(self) -> Range:
         """The bytes of the object ``before`` holds."""
         return (self.data_end - len(self.before), self.data_end)
 

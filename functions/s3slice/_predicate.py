@@ -69,27 +69,25 @@ Pred: TypeAlias = Cmp | Between | In | IsNull | And | Or | Not | Opaque
 TRUE = Opaque()
 
 
-def columns_of(pred: Pred) -> set[str]:
+def _columns(pred: Pred, leaf: Callable[[Pred], bool]) -> set[str]:
+    """Columns of the comparisons in ``pred`` for which ``leaf`` holds."""
     match pred:
         case Cmp(column=c) | Between(column=c) | In(column=c) | IsNull(column=c):
-            return {c}
+            return {c} if leaf(pred) else set()
         case And(items=items) | Or(items=items):
-            return set().union(*(columns_of(p) for p in items))
+            return set().union(*(_columns(p, leaf) for p in items))
         case Not(item=item):
-            return columns_of(item)
+            return _columns(item, leaf)
     return set()
+
+
+def columns_of(pred: Pred) -> set[str]:
+    return _columns(pred, lambda _: True)
 
 
 def equality_columns(pred: Pred) -> set[str]:
     """Columns compared with ``=`` or IN somewhere in ``pred`` (what a Bloom filter answers)."""
-    match pred:
-        case Cmp(column=c, op="=") | In(column=c):
-            return {c}
-        case And(items=items) | Or(items=items):
-            return set().union(*(equality_columns(p) for p in items))
-        case Not(item=item):
-            return equality_columns(item)
-    return set()
+    return _columns(pred, lambda p: isinstance(p, In) or (isinstance(p, Cmp) and p.op == "="))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
