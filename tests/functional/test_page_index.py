@@ -4,12 +4,12 @@ answer, fetching only the pages that may hold a matching row."""
 from __future__ import annotations
 
 import datetime as dt
+import random
 import struct
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,13 +57,13 @@ def write(root: Path, table: pa.Table, name: str = "p.parquet", **kw: Any) -> Pa
 
 
 def sorted_table(n: int = 200_000) -> pa.Table:
-    rng = np.random.default_rng(7)
+    rng = random.Random(7)
     start = dt.datetime(2024, 1, 1)
     return pa.table({
         "ts": pa.array([start + dt.timedelta(seconds=i) for i in range(n)], pa.timestamp("us")),
-        "v": pa.array(rng.integers(0, 1000, n)),
+        "v": pa.array([rng.randrange(1000) for _ in range(n)], pa.int64()),
         "s": pa.array([f"k{i % 11}" for i in range(n)]),
-        "f": pa.array(rng.random(n)),
+        "f": pa.array([rng.random() for _ in range(n)]),
     })
 
 
@@ -165,20 +165,20 @@ def test_pages_are_not_used_when_they_save_too_little(tmp_path: Path) -> None:
 
 
 def typed_table(n: int) -> pa.Table:
-    rng = np.random.default_rng(3)
+    rng = random.Random(3)
     base = dt.datetime(2024, 3, 1)
-    nulls = rng.random(n) < 0.3
+    nulls = [rng.random() < 0.3 for _ in range(n)]
 
     def masked(values: list[Any], typ: pa.DataType) -> pa.Array:
         return pa.array([None if m else x for x, m in zip(values, nulls, strict=True)], typ)
 
-    order = np.sort(rng.integers(0, 10_000, n))
+    order = sorted(rng.randrange(10_000) for _ in range(n))
     return pa.table({
-        "i32": pa.array(order.astype(np.int32)),
-        "u32": pa.array((order.astype(np.uint64) * 400_000).astype(np.uint32)),
-        "i64": masked(list(order * 3), pa.int64()),
-        "f64": masked(list(order / 7.0), pa.float64()),
-        "f32": pa.array((order / 3.0).astype(np.float32)),
+        "i32": pa.array(order, pa.int32()),
+        "u32": pa.array([x * 400_000 for x in order], pa.uint32()),
+        "i64": masked([x * 3 for x in order], pa.int64()),
+        "f64": masked([x / 7.0 for x in order], pa.float64()),
+        "f32": pa.array([x / 3.0 for x in order], pa.float32()),
         "s": masked([f"key-{x:05d}" for x in order], pa.string()),
         "d": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=int(x // 50)) for x in order],
                       pa.date32()),
