@@ -14,11 +14,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
@@ -52,6 +53,25 @@ def record_stats(stats: Mapping[str, Any]) -> None:
     for strategy in str(stats.get("strategy", "")).split("+"):
         if strategy:
             _single("ObjectsByStrategy", "Strategy", strategy)
+
+
+def publish_metrics(handler: F) -> F:
+    """Flush the invocation's metrics when it ends, like Powertools' ``log_metrics``.
+
+    A failed request has already published its ``Errors`` metric on its own (a single
+    metric, for its own dimension) and has nothing else to publish: an empty set is
+    expected then, and is not flushed (Powertools would warn about it on every failure).
+    """
+
+    @functools.wraps(handler)
+    def run(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context)
+        finally:
+            if metrics.metric_set:
+                metrics.flush_metrics()
+
+    return cast(F, run)
 
 
 def record_error(error_type: str) -> None:

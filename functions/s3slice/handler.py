@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ._entry import config, handle
-from ._observe import metrics
+from ._observe import publish_metrics
 
 # Validate the function's configuration at cold start: a bad deployment fails its init
 # with a ConfigurationError naming the variable, before any event is taken.
 config()
 
 
-@metrics.log_metrics
+@publish_metrics
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     return handle(event, context)

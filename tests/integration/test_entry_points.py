@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -318,8 +319,9 @@ def test_metrics_are_emitted_as_emf(world: S3Env, capsys: pytest.CaptureFixture[
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     invoke(s3_event(world, KEYS[0]))
-    with pytest.raises(ObjectNotFoundError):
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(ObjectNotFoundError):
         invoke(s3_event(world, "incoming/missing.parquet"))
+    assert not caught  # the failure is published as its Errors metric, with no warning
     blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines()
              if line.startswith("{") and "_aws" in line]
     names = {m["Name"] for b in blobs for d in b["_aws"]["CloudWatchMetrics"]
