@@ -361,6 +361,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
         if not kept:
             continue
         segments[g] = tuple(kept)
+        kept_ends = [b for _, b in kept]  # kept is sorted and disjoint
         cols: list[ChunkPages] = []
         for name in plan.columns:
             oi = offsets[name]
@@ -376,7 +377,8 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
                     raise ObjectFormatError(f"corrupt Parquet offset index of column {name!r} "
                                             f"of row group {g}: a page lies outside its chunk",
                                             uri=uri)
-                if any(sa < b and a < sb for sa, sb in kept):
+                i = bisect.bisect_right(kept_ends, a)  # the first kept segment ending after a
+                if i < len(kept) and kept[i][0] < b:
                     pages.append((lo, hi))
                     rows.append((a, b))
             kept_pages += len(pages)
