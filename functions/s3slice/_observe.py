@@ -37,7 +37,14 @@ PHASE_METRICS = {"plan": "PlanTime", "fetch": "FetchTime", "execute": "ExecuteTi
 
 
 def record_stats(stats: Mapping[str, Any]) -> None:
-    """One invocation's (or one object's) stats as metrics."""
+    """One invocation's (or one object's) stats as metrics.
+
+    Nothing is added when metrics are off: Powertools would keep the values across warm
+    invocations (a disabled flush does not clear them) and print them anyway once a
+    metric holds 100 values.
+    """
+    if not metrics_enabled():
+        return
     metrics.add_metric(name="Objects", unit=MetricUnit.Count, value=stats.get("objects", 0))
     metrics.add_metric(name="ObjectBytes", unit=MetricUnit.Bytes,
                        value=stats.get("object_bytes", 0))

@@ -1,0 +1,81 @@
+"""Metrics: what an invocation publishes as EMF on stdout, with metrics on and off."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from s3slice._observe import metrics, publish_metrics, record_error, record_stats
+
+STATS = {"objects": 1, "object_bytes": 100, "bytes_fetched": 40, "requests": 2,
+         "rows_in": 10, "rows_out": 3, "timings_ms": {"fetch": 5.0, "total": 9.0},
+         "strategy": "ranges"}
+
+
+@pytest.fixture(autouse=True)
+def empty_metric_set() -> Iterator[None]:
+    metrics.clear_metrics()
+    yield
+    metrics.clear_metrics()
+
+
+def emf(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if '"_aws"' in line]
+
+
+def test_an_invocation_publishes_its_stats_once(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+
+    @publish_metrics
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        record_stats(STATS)
+        return {"status": "ok"}
+
+    assert handler({}, None) == {"status": "ok"}
+    blobs = emf(capsys.readouterr().out)
+    main = [b for b in blobs if "BytesFetched" in b]
+    assert len(main) == 1
+    assert main[0]["BytesFetched"] == [40.0] and main[0]["FetchTime"] == [5.0]
+    assert any(b.get("Strategy") == "ranges" for b in blobs)
+    assert metrics.metric_set == {}  # flushed and cleared for the next invocation
+
+
+def test_a_failed_request_publishes_its_error_and_no_warning(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+
+    @publish_metrics
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        record_error("ObjectNotFoundError")
+        raise LookupError("no such object")
+
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(LookupError):
+        handler({}, None)
+    assert not caught
+    blobs = emf(capsys.readouterr().out)
+    assert [(b["ErrorType"], b["Errors"]) for b in blobs] == [("ObjectNotFoundError", [1.0])]
+
+
+def test_nothing_is_kept_or_printed_when_metrics_are_off(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Powertools prints a metric set once a metric holds 100 values, even when disabled.
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+
+    @publish_metrics
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        for _ in range(150):  # a Distributed Map batch: one record per object
+            record_stats(STATS)
+        record_error("ObjectNotFoundError")
+        return {"status": "ok"}
+
+    with warnings.catch_warnings(record=True) as caught:
+        handler({}, None)
+        handler({}, None)
+    assert not caught
+    assert capsys.readouterr().out == ""
+    assert metrics.metric_set == {}
