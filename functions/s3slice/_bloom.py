@@ -145,8 +145,9 @@ def prune(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred,
     kept: list[int] = []
     for g in plan.row_groups:
         stats = _plan.row_group_stats(md, g, columns)
-        for (gg, name), r in where.items():
-            if gg != g or name not in stats:
+        for name in columns:
+            r = where.get((g, name))
+            if r is None or name not in stats:
                 continue
             bloom = parse(read(r), uri=uri)
             encode = encoder(md.schema.column(positions[name]))

@@ -330,10 +330,11 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
     segments: dict[int, tuple[Range, ...]] = {}
     chunks: dict[int, tuple[ChunkPages, ...]] = {}
     kept_pages = all_pages = 0
+    indexed = {*plan.columns, *filters}  # each has an offset index in every kept row group
     for g in plan.row_groups:
         num_rows = md.row_group(g).num_rows
-        offsets = {name: read_struct("OffsetIndex", index(r), uri)
-                   for (gg, name), r in where.offset_index.items() if gg == g}
+        offsets = {name: read_struct("OffsetIndex", index(where.offset_index[(g, name)]), uri)
+                   for name in indexed}
         starts_of = {name: _starts(oi, num_rows, f"column {name!r} of row group {g}", uri)
                      for name, oi in offsets.items()}
         fallback = _plan.row_group_stats(md, g, filters)
