@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -109,11 +109,24 @@ def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
     return None
 
 
+def _encoders(md: pq.FileMetaData, names: Iterable[str]
+              ) -> dict[str, Callable[[Any], bytes | None]]:
+    """The literal encoder of each of ``names`` whose type a filter can answer."""
+    positions = _pages.column_positions(md)
+    out = {}
+    for name in names:
+        encode = encoder(md.schema.column(positions[name])) if name in positions else None
+        if encode is not None:
+            out[name] = encode
+    return out
+
+
 def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
            uri: str) -> dict[tuple[int, str], Range]:
-    """The Bloom filters of the kept row groups for columns compared by ``=`` or IN."""
+    """The Bloom filters of the kept row groups for columns compared by ``=`` or IN, of the
+    types whose literals can be hashed (the others' filters would be fetched for nothing)."""
     md = footer.metadata
-    wanted = P.equality_columns(predicate)
+    wanted = _encoders(md, P.equality_columns(predicate))
     out: dict[tuple[int, str], Range] = {}
     if not wanted:
         return out
@@ -141,17 +154,16 @@ def prune(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred,
     """The kept row groups that the Bloom filters do not rule out."""
     md = footer.metadata
     columns = P.columns_of(predicate)
-    positions = _pages.column_positions(md)
+    encoders = _encoders(md, {name for _, name in where})
     kept: list[int] = []
     for g in plan.row_groups:
         stats = _plan.row_group_stats(md, g, columns)
-        for name in columns:
+        for name, encode in encoders.items():
             r = where.get((g, name))
             if r is None or name not in stats:
                 continue
             bloom = parse(read(r), uri=uri)
-            encode = encoder(md.schema.column(positions[name]))
-            if bloom is None or encode is None:
+            if bloom is None:
                 continue
             stats[name] = dataclasses.replace(stats[name], excludes=_absent(bloom, encode))
         if P.may_match(predicate, stats):

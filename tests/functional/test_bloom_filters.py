@@ -134,6 +134,38 @@ def test_a_column_without_filters_reads_none(root: Path) -> None:
     assert "bloom_filters" not in stats["strategy_inputs"]
 
 
+@pytest.mark.parametrize("where", ["f = 5.5", "ts = TIMESTAMP '2024-01-01 00:05:00.5'"])
+def test_filters_whose_literals_cannot_be_hashed_are_not_fetched(tmp_path: Path,
+                                                                where: str) -> None:
+    # Floats and timestamps are left to statistics: their filters would be read for nothing.
+    (tmp_path / BUCKET).mkdir()
+    path = tmp_path / BUCKET / "t.parquet"
+    n = 40_000
+    start = dt.datetime(2024, 1, 1)
+    pq.write_table(pa.table({
+        "f": pa.array([float(i % 977) for i in range(n)]),
+        "ts": pa.array([start + dt.timedelta(seconds=i % 977) for i in range(n)],
+                       pa.timestamp("us")),
+        "v": pa.array(range(n)),
+    }), path, row_group_size=5_000, bloom_filter_options={c: {"ndv": 1000, "fpp": 0.01}
+                                                          for c in ("f", "ts")})
+    fetcher = RecordingFetcher(LocalFetcher(tmp_path))
+    # a suffix read that holds the footer alone: the filters would cost a GET of their own
+    engine = Engine(Settings(memory_mb=2048, strategy="ranges", footer_size=4096),
+                    fetcher=fetcher, footer_cache=FooterCache(1 << 20))
+    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["v"],
+                          "filter": where})
+    assert result.frame.equals(pl.read_parquet(path).filter(pl.sql_expr(where)).select("v"))
+    assert "bloom_filters" not in result.stats["strategy_inputs"]
+    md = pq.read_metadata(path)
+    filters = [(c.bloom_filter_offset, c.bloom_filter_offset + c.bloom_filter_length)
+               for g in range(md.num_row_groups) for i in range(md.num_columns)
+               for c in [md.row_group(g).column(i)] if c.bloom_filter_offset]
+    assert filters  # the file has them
+    assert not any(a < end and start < b for start, end in fetcher.ranges()
+                   for a, b in filters)
+
+
 def test_the_bitset_check_matches_pyarrows_own_filter() -> None:
     # pyarrow's filter for a single value: that value is found, and about 99 % of others
     # are not (fpp 0.01).
