@@ -521,16 +521,22 @@ class Engine:
         """A page-level plan when the file has a page index and it cuts the bytes enough.
 
         The index lies outside the footer: it costs one more GET unless the footer's suffix
-        read holds it. The pages are read instead of the row groups' column chunks when they
-        come to at most ``page_index_ratio`` of those bytes. The choice goes into ``inputs``.
+        read holds it. Its locations are in the footer's Thrift form, which is parsed only
+        when that may pay (:func:`._pages.parse_pays`). The pages are read instead of the
+        row groups' column chunks when they come to at most ``page_index_ratio`` of those
+        bytes. The choice goes into ``inputs``.
         """
         s = self.settings
         if s.page_index_ratio <= 0 or not plan.row_groups:
             return None
         with timings.phase("plan"):
-            where = _pages.locate(footer, plan, analysis.predicate, uri=obj.uri)
-            if where is None:
+            if not _pages.indexed(footer, plan, analysis.predicate):
                 return None
+            if not _pages.parse_pays(footer, plan):
+                inputs["page_index"] = {"used": False, "footer_bytes": footer.length,
+                                        "row_group_bytes": plan.needed_bytes}
+                return None
+            where = _pages.locate(footer, plan, analysis.predicate, uri=obj.uri)
             index = self._metadata_ranges(obj, footer, where.ranges(), etag)
             pages = _pages.select(footer, plan, analysis.predicate, where, index.read,
                                   uri=obj.uri)

@@ -4,6 +4,7 @@ answer, fetching only the pages that may hold a matching row."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import random
 import struct
 import tempfile
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.utils import deserialize
 
+import s3slice._pages
 from s3slice import (
     Engine,
     FooterCache,
@@ -27,6 +29,7 @@ from s3slice import (
     ObjectFormatError,
     RecordingFetcher,
     Settings,
+    _plan,
 )
 from s3slice import _predicate as P
 from s3slice._pages import Held
@@ -37,6 +40,17 @@ from tests.unit.test_pruning import frame_st, predicate_st
 BUCKET = "data"
 THRIFT = thriftpy2.load(str(Path(__file__).parents[2] / "functions" / "s3slice" /
                             "parquet.thrift"), module_name="test_parquet_thrift")
+
+
+#: The share of its bytes a footer may be for the page index to be parsed, as shipped.
+SHIPPED_FOOTER_SHARE = s3slice._pages.MAX_FOOTER_SHARE
+
+
+@pytest.fixture(autouse=True)
+def any_footer_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These files are small: their footers are too large a share of their bytes for the
+    page index to pay (``_pages.parse_pays``). The test of that rule restores it."""
+    monkeypatch.setattr(s3slice._pages, "MAX_FOOTER_SHARE", math.inf)
 
 
 def engine_for(root: Path, **kw: Any) -> tuple[Engine, RecordingFetcher]:
@@ -149,6 +163,35 @@ def test_without_a_page_index_the_row_group_path_is_unchanged(tmp_path: Path) ->
     assert result.frame.equals(oracle(path, WINDOW, ["v"]))
     assert "page_index" not in result.stats["strategy_inputs"]
     assert result.stats["strategy_inputs"]["decoder"] != "pyarrow-pages"
+
+
+def test_a_footer_too_large_to_pay_for_is_not_parsed(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(s3slice._pages, "MAX_FOOTER_SHARE", SHIPPED_FOOTER_SHARE)
+    # Four row groups: the footer is over 1/256 of the bytes the window needs.
+    path = write(tmp_path, sorted_table(), use_dictionary=["s"])
+    parsed: list[str] = []
+    real = s3slice._pages.thrift_metadata
+    monkeypatch.setattr(s3slice._pages, "thrift_metadata",
+                        lambda footer, uri: parsed.append(uri) or real(footer, uri))
+    engine, _ = engine_for(tmp_path)
+    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
+                          "filter": WINDOW})
+    assert result.frame.equals(oracle(path, WINDOW, ["ts", "v"]))
+    page_index = result.stats["strategy_inputs"]["page_index"]
+    assert page_index == {"used": False, "footer_bytes": page_index["footer_bytes"],
+                          "row_group_bytes": result.stats["needed_bytes"]}
+    assert page_index["footer_bytes"] > SHIPPED_FOOTER_SHARE * result.stats["needed_bytes"]
+    assert parsed == []
+    assert result.stats["strategy_inputs"]["decoder"] != "pyarrow-pages"
+    # Once parsed (the footer cache keeps the Thrift form), the same footer costs nothing.
+    data = path.read_bytes()
+    footer = _plan.parse_footer(data, size=len(data), uri="u")
+    plan = _plan.plan_parquet(footer, columns=["ts", "v"],
+                              predicate=analyze(Query(filter=WINDOW)).predicate, uri="u")
+    assert not s3slice._pages.parse_pays(footer, plan)
+    s3slice._pages.thrift_metadata(footer, "u")
+    assert s3slice._pages.parse_pays(footer, plan)
 
 
 def test_pages_are_not_used_when_they_save_too_little(tmp_path: Path) -> None:
