@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,70 @@ SOURCE_TABLE = "s3object"
 # polars SQL table functions that read files; no query may name them anywhere.
 _FILE_FUNCTIONS = ("read_csv", "read_parquet", "read_json", "read_ndjson", "read_ipc",
                    "read_delta", "read_excel", "read_avro", "scan_")
+#: The columns path expressions are computed into; no source column may be named so.
+PATH_PREFIX = "__s3slice_path_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Path:
+    """An S3 Select path expression: a source column, then fields and 0-based indexes
+    (``s.b.c``, ``s.tags[0]``, ``s.projects[1].name``), computed as the column ``name``."""
+
+    name: str
+    root: str
+    steps: tuple[str | int, ...]
+
+    @property
+    def text(self) -> str:
+        return self.root + "".join(f"[{s}]" if isinstance(s, int) else f".{s}"
+                                   for s in self.steps)
+
+    @property
+    def label(self) -> str:
+        """The output name S3 Select gives the path: its last attribute name."""
+        names = [s for s in self.steps if isinstance(s, str)]
+        return names[-1] if names else self.root
+
+    def expr(self, schema: Mapping[str, pl.DataType]) -> pl.Expr:
+        """The polars expression of the path over a frame of ``schema``; a field the data
+        lacks, or a step into a value that is not a record or a list, is named."""
+        expr = pl.col(self.root)
+        dtype: object = schema[self.root]
+        at = self.root
+        for step in self.steps:
+            if isinstance(step, str):
+                if not isinstance(dtype, pl.Struct):
+                    raise QueryError(f"{self.text}: {at} is {dtype}, not a record, so it has "
+                                     f"no attribute {step!r}")
+                fields = {f.name: f.dtype for f in dtype.fields}
+                if step not in fields:
+                    raise UnknownColumnError([f"{at}.{step}"], source=f"the record {at}",
+                                             available=list(fields))
+                expr, dtype = expr.struct.field(step), fields[step]
+                at = f"{at}.{step}"
+            else:
+                if isinstance(dtype, pl.List):
+                    inner = dtype.inner
+                    expr = (expr.list.get(step, null_on_oob=True) if step >= 0
+                            else pl.lit(None, dtype=inner))
+                elif isinstance(dtype, pl.Array):
+                    inner = dtype.inner
+                    expr = (expr.arr.get(step, null_on_oob=True) if step >= 0
+                            else pl.lit(None, dtype=inner))
+                else:
+                    raise QueryError(f"{self.text}: {at} is {dtype}, not a list, so it "
+                                     f"cannot be indexed")
+                assert inner is not None
+                dtype = inner
+                at = f"{at}[{step}]"
+        return expr.alias(self.name)
+
+
+def with_paths(lf: pl.LazyFrame, paths: Sequence[Path]) -> pl.LazyFrame:
+    """``lf`` with a column for each path."""
+    schema = lf.collect_schema()
+    return lf.with_columns(p.expr(schema) for p in paths)
+
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -36,6 +101,13 @@ class Analysis:
     query: Query
     columns: tuple[str, ...] | None  # None: every column
     referenced: frozenset[str]  # every name the query uses as a source column
+    #: Names that are a source column or one of the query's own aliases (``SUM(v) AS v``
+    #: orders by ``v``): fetched when the data has them, never an unknown column.
+    optional: frozenset[str] = frozenset()
+    #: Path expressions (``s.b.c``, ``s.tags[0]``), each computed as a column of its own;
+    #: ``where_paths`` are those the row filter uses.
+    paths: tuple[Path, ...] = ()
+    where_paths: tuple[Path, ...] = ()
     predicate: P.Pred
     where: str | None  # the row filter polars applies to each piece as it is read
     sql: str | None  # the SQL run over the concatenated pieces (sources renamed)
@@ -74,7 +146,7 @@ class Analysis:
         stored = [c for c in schema if c not in self.partitions]
         if self.columns is None:
             return stored
-        wanted = self.referenced | set(self.columns)
+        wanted = self.referenced | self.optional | set(self.columns)
         return [c for c in stored if c in wanted]
 
     def prefilter(self, lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -83,7 +155,11 @@ class Analysis:
             lf = lf.with_columns(pl.lit(v, dtype=self.partition_types[k]).alias(k)
                                  for k, v in self.partitions.items())
         if self.where is not None:
+            if self.where_paths:
+                lf = with_paths(lf, self.where_paths)
             lf = lf.filter(_sql_expr(self.where))
+            if self.where_paths:
+                lf = lf.drop([p.name for p in self.where_paths])
         if self.sql is None:
             if self.columns is not None:
                 lf = lf.select(list(self.columns))
@@ -99,11 +175,14 @@ class Analysis:
             if self.query.limit is not None:
                 lf = lf.limit(self.query.limit)
             return lf
+        if self.paths:
+            names = set(lf.collect_schema().names())
+            lf = with_paths(lf, [p for p in self.paths if p.root in names])
         ctx = pl.SQLContext(frames=dict.fromkeys(self.table_names, lf))
         try:
             return ctx.execute(self.sql, eager=False)
         except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError) as e:
-            raise FilterSyntaxError(f"sql: {e}") from e
+            raise FilterSyntaxError(f"sql: {_plain(str(e))}") from e
 
 
 def collect(lf: pl.LazyFrame) -> pl.DataFrame:
@@ -128,7 +207,7 @@ def _sql_expr(text: str) -> pl.Expr:
         return pl.sql_expr(text)
     except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError,
             pl.exceptions.InvalidOperationError) as e:
-        raise FilterSyntaxError(f"filter {text!r}: {e}") from e
+        raise FilterSyntaxError(f"filter {text!r}: {_plain(str(e))}") from e
 
 
 # ----------------------------------------------------------------- the S3 Select dialect
@@ -225,11 +304,31 @@ def _uses_s3select_functions(text: str) -> bool:
     return any(name in upper for name in _S3SELECT_FUNCTIONS)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _plain(message: str) -> str:
+    """A message on one line without terminal escape codes (sqlglot underlines the
+    offending token with them)."""
+    return " ".join(_ANSI.sub("", message).split())
+
+
+def _parse_error(e: ParseError | TokenError) -> str:
+    """What sqlglot found wrong, and where, as plain text."""
+    errors = getattr(e, "errors", None) or []
+    if errors and isinstance(errors[0], dict) and errors[0].get("description"):
+        first = errors[0]
+        near = _plain(str(first.get("highlight") or ""))
+        return _plain(f"{first['description']} at line {first.get('line')}, column "
+                      f"{first.get('col')}" + (f", near {near!r}" if near else ""))
+    return _plain(str(e))
+
+
 def _parse(text: str, field: str) -> exp.Expr:
     try:
         parsed = sqlglot.parse(text, read=S3SelectDialect)
     except (ParseError, TokenError) as e:
-        raise FilterSyntaxError(f"{field}: cannot parse {text!r}: {e}") from e
+        raise FilterSyntaxError(f"{field}: cannot parse {text!r}: {_parse_error(e)}") from e
     statements = [s for s in parsed if s is not None]
     if len(statements) != 1:
         raise FilterSyntaxError(f"{field}: expected one expression, found {len(statements)}")
@@ -242,6 +341,106 @@ def _check_functions(tree: exp.Expr, field: str) -> None:
         if name.startswith(_FILE_FUNCTIONS):
             raise ForbiddenQueryError(f"{field}: the function {name} is not allowed; a query "
                                       "reads only its own sources")
+
+
+def _path_of(node: exp.Expr, qualifiers: set[str]) -> tuple[str, tuple[str | int, ...]] | None:
+    """(root column, steps) when ``node`` is a column or a path expression; a leading name
+    that is a table or its alias (``s`` in ``s.b.c``) is a qualifier, not a step."""
+    if isinstance(node, exp.Column):
+        if isinstance(node.this, exp.Star):
+            return None
+        parts = [p.name for p in node.parts]
+        if len(parts) > 1 and parts[0].lower() in qualifiers:
+            parts = parts[1:]
+        return parts[0], tuple(parts[1:])
+    if isinstance(node, exp.Dot):
+        inner = _path_of(node.this, qualifiers)
+        if inner is None or not isinstance(node.expression, exp.Identifier):
+            return None
+        return inner[0], (*inner[1], node.expression.name)
+    if isinstance(node, exp.Bracket):
+        inner = _path_of(node.this, qualifiers)
+        if inner is None:
+            return None
+        index = node.expressions[0] if len(node.expressions) == 1 else None
+        ok, value = _literal(index) if index is not None else (False, None)
+        if ok and isinstance(value, str) and isinstance(index, exp.Literal):
+            return inner[0], (*inner[1], value)  # s.b['c'] is s.b.c
+        if not ok or not isinstance(value, int) or isinstance(value, bool):
+            raise FilterSyntaxError(f"{node.sql()}: an index must be a whole-number literal "
+                                    "(0 is the first element) or a quoted attribute name")
+        return inner[0], (*inner[1], value)
+    return None
+
+
+class _PathRewriter:
+    """Replaces each path expression of a tree by the column it is computed into."""
+
+    def __init__(self, qualifiers: set[str]) -> None:
+        self.qualifiers = qualifiers
+        self.paths: dict[tuple[str, tuple[str | int, ...]], Path] = {}
+
+    def rewrite(self, tree: exp.Expr) -> tuple[exp.Expr, tuple[Path, ...]]:
+        """The rewritten copy and the paths it uses."""
+        used: dict[str, Path] = {}
+
+        def visit(node: exp.Expr) -> exp.Expr:
+            if not isinstance(node, exp.Column | exp.Dot | exp.Bracket):
+                return node
+            found = _path_of(node, self.qualifiers)
+            if found is None or not found[1]:
+                return node
+            path = self.paths.get(found)
+            if path is None:
+                path = Path(f"{PATH_PREFIX}{len(self.paths)}", found[0], found[1])
+                self.paths[found] = path
+            used[path.name] = path
+            return exp.column(exp.to_identifier(path.name, quoted=True))
+
+        return tree.transform(visit), tuple(used.values())
+
+    def label(self, tree: exp.Expr) -> None:
+        """Name each unnamed select expression that starts with a path as S3 Select does
+        (by the path's last attribute; by position, ``_N``, when that name is taken), and
+        keep the path columns out of ``*``."""
+        by_name = {p.name: p for p in self.paths.values()}
+        for select in tree.find_all(exp.Select):
+            taken = {e.alias_or_name for e in select.expressions}
+            for i, e in enumerate(select.expressions):
+                if isinstance(e, exp.Alias):
+                    continue
+                leftmost = next(iter(e.find_all(exp.Column, bfs=False)), None)
+                if leftmost is None or leftmost.name not in by_name:
+                    continue
+                label = by_name[leftmost.name].label
+                name = label if label not in taken else f"_{i + 1}"
+                taken.add(name)
+                e.replace(exp.alias_(e.copy(), exp.to_identifier(name, quoted=True)))
+            source = select.args.get("from_") or select.args.get("from")
+            if not (isinstance(source, exp.From) and isinstance(source.this, exp.Table)
+                    and source.this.name.lower() == SOURCE_TABLE):
+                continue
+            for e in select.expressions:
+                star = e if isinstance(e, exp.Star) else (
+                    e.this if isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+                    else None)
+                if star is not None and not select.args.get("joins"):
+                    hidden = [exp.column(exp.to_identifier(n, quoted=True)) for n in by_name]
+                    e.replace(exp.Star(except_=hidden))
+
+
+def _qualifiers(tree: exp.Expr) -> set[str]:
+    """Names a column reference may start with that are not columns: the tables, their
+    aliases and the query's own named subqueries."""
+    names = {SOURCE_TABLE}
+    for table in tree.find_all(exp.Table):
+        names.add(table.name.lower())
+        if table.alias:
+            names.add(table.alias.lower())
+    for node in tree.find_all(exp.CTE, exp.Subquery):
+        if node.alias:
+            names.add(node.alias.lower())
+    return names
 
 
 def _unqualified(tree: exp.Expr) -> exp.Expr:
@@ -290,6 +489,11 @@ _CMP: dict[type[exp.Expr], P.CmpOp] = {
 }
 
 
+def _is_source_column(node: exp.Expr) -> bool:
+    """A plain column reference, which row-group statistics describe (a path is not)."""
+    return isinstance(node, exp.Column) and not node.name.startswith(PATH_PREFIX)
+
+
 def to_predicate(node: exp.Expr) -> P.Pred:
     """The part of a condition the statistics can judge; the rest becomes ``Opaque``."""
     if isinstance(node, exp.Paren):
@@ -303,53 +507,59 @@ def to_predicate(node: exp.Expr) -> P.Pred:
     op = _CMP.get(type(node))
     if op is not None:
         left, right = node.args["this"], node.args["expression"]
-        if isinstance(left, exp.Column):
+        if _is_source_column(left):
             ok, value = _literal(right)
             if ok:
                 return P.Cmp(left.name, op, value)
-        if isinstance(right, exp.Column):
+        if _is_source_column(right):
             ok, value = _literal(left)
             if ok:
                 return P.Cmp(right.name, P.FLIP[op], value)
         return P.TRUE
-    if isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
+    if isinstance(node, exp.Between) and _is_source_column(node.this):
         ok_lo, lo = _literal(node.args["low"])
         ok_hi, hi = _literal(node.args["high"])
         if ok_lo and ok_hi:
             return P.Between(node.this.name, lo, hi)
         return P.TRUE
-    if isinstance(node, exp.In) and isinstance(node.this, exp.Column) and not node.args.get(
+    if isinstance(node, exp.In) and _is_source_column(node.this) and not node.args.get(
             "query"):
         values = [_literal(v) for v in node.expressions]
         if values and all(ok for ok, _ in values):
             return P.In(node.this.name, tuple(v for _, v in values))
         return P.TRUE
-    if isinstance(node, exp.Is) and isinstance(node.this, exp.Column) and isinstance(
+    if isinstance(node, exp.Is) and _is_source_column(node.this) and isinstance(
             node.expression, exp.Null):
         return P.IsNull(node.this.name)
     return P.TRUE
 
 
 def _column_names(tree: exp.Expr) -> set[str]:
-    return {c.name for c in tree.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
+    """The columns a (rewritten) tree names: plain columns, and the roots of its paths."""
+    return {c.name for c in tree.find_all(exp.Column)
+            if not isinstance(c.this, exp.Star) and not c.name.startswith(PATH_PREFIX)}
 
 
 def _analyze_filter(query: Query) -> Analysis:
     where: str | None = None
     predicate: P.Pred = P.TRUE
     referenced: set[str] = set(query.columns or ())
+    paths: tuple[Path, ...] = ()
     if query.filter is not None:
         tree = _parse(query.filter, "filter")
         if tree.find(exp.Select, exp.Table, exp.Subquery) is not None or isinstance(
                 tree, exp.Command | exp.Create | exp.Drop | exp.Insert | exp.Update):
             raise ForbiddenQueryError("filter: must be a condition on columns, not a query")
         _check_functions(tree, "filter")
-        referenced |= _column_names(tree)
+        tree, paths = _PathRewriter({SOURCE_TABLE}).rewrite(tree)
+        referenced |= _column_names(tree) | {p.root for p in paths}
         predicate = to_predicate(tree)
-        where = tree.sql() if _uses_s3select_functions(query.filter) else query.filter
+        where = (tree.sql() if paths or _uses_s3select_functions(query.filter)
+                 else query.filter)
         _sql_expr(where)  # a filter polars cannot run fails now, before any byte is read
     return Analysis(query=query, columns=query.columns, referenced=frozenset(referenced),
-                    predicate=predicate, where=where, sql=None, table_names=())
+                    predicate=predicate, where=where, sql=None, table_names=(),
+                    paths=paths, where_paths=paths)
 
 
 def _analyze_sql(query: Query) -> Analysis:
@@ -377,12 +587,22 @@ def _analyze_sql(query: Query) -> Analysis:
     if not table_names:
         raise ForbiddenQueryError(f"sql: the query must read FROM {SOURCE_TABLE}")
 
+    rewriter = _PathRewriter(_qualifiers(tree))
+    tree, paths = rewriter.rewrite(tree)
+    if paths:
+        rewriter.label(tree)
+    # A name that is also one of the query's aliases may mean either (``SUM(v) AS v``
+    # reads the column v; ``ORDER BY w`` may mean the alias w): it is fetched when the
+    # data has it. Every other name must be a column of the data.
     aliases = {a.alias for a in tree.find_all(exp.Alias)}
-    referenced = {n for n in _column_names(tree) if n not in aliases}
+    names = _column_names(tree) | {p.root for p in paths}
+    referenced = {n for n in names if n not in aliases}
+    optional = {n for n in names if n in aliases}
     star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
                exp.Star)) for sel in tree.find_all(exp.Select) for e in sel.expressions)
 
     where: str | None = None
+    where_paths: tuple[Path, ...] = ()
     predicate: P.Pred = P.TRUE
     top = tree if isinstance(tree, exp.Select) else None
     if (top is not None and not top.args.get("joins") and not top.args.get("with")
@@ -393,11 +613,20 @@ def _analyze_sql(query: Query) -> Analysis:
             plain = _unqualified(condition.this)
             predicate = to_predicate(plain)
             where = plain.sql()
-    # The text polars runs: the user's own, unless S3 Select functions were translated.
-    sql = tree.sql() if _uses_s3select_functions(query.sql) else query.sql
-    return Analysis(query=query, columns=None if star else tuple(sorted(referenced)),
-                    referenced=frozenset(referenced), predicate=predicate, where=where,
-                    sql=sql, table_names=tuple(sorted(table_names)))
+            used = {c.name for c in plain.find_all(exp.Column)}
+            where_paths = tuple(p for p in paths if p.name in used)
+            # WHERE sees the source's columns, never the select list's aliases.
+            in_where = _column_names(plain) | {p.root for p in where_paths}
+            referenced |= in_where
+            optional -= in_where
+    # The text polars runs: the user's own, unless S3 Select functions or paths were
+    # translated.
+    sql = tree.sql() if paths or _uses_s3select_functions(query.sql) else query.sql
+    return Analysis(query=query, columns=None if star else tuple(sorted(referenced | optional)),
+                    referenced=frozenset(referenced), optional=frozenset(optional),
+                    predicate=predicate, where=where, sql=sql,
+                    table_names=tuple(sorted(table_names)), paths=paths,
+                    where_paths=where_paths)
 
 
 def analyze(query: Query) -> Analysis:
@@ -407,4 +636,4 @@ def analyze(query: Query) -> Analysis:
     except QueryError:
         raise
     except (ValueError, TypeError, KeyError) as e:  # sqlglot internals on odd input
-        raise FilterSyntaxError(f"cannot analyse the query: {e}") from e
+        raise FilterSyntaxError(f"cannot analyse the query: {_plain(str(e))}") from e
