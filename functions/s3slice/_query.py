@@ -47,10 +47,11 @@ class Path:
                                    for s in self.steps)
 
     @property
-    def label(self) -> str:
-        """The output name S3 Select gives the path: its last attribute name."""
-        names = [s for s in self.steps if isinstance(s, str)]
-        return names[-1] if names else self.root
+    def label(self) -> str | None:
+        """The output name S3 Select gives the path: its last step when that is an
+        attribute (``s.b.c`` is ``c``); a path ending in an index is named by position."""
+        last = self.steps[-1]
+        return last if isinstance(last, str) else None
 
     def expr(self, schema: Mapping[str, pl.DataType]) -> pl.Expr:
         """The polars expression of the path over a frame of ``schema``; a field the data
@@ -400,9 +401,9 @@ class _PathRewriter:
         return tree.transform(visit), tuple(used.values())
 
     def label(self, tree: exp.Expr) -> None:
-        """Name each unnamed select expression that starts with a path as S3 Select does
-        (by the path's last attribute; by position, ``_N``, when that name is taken), and
-        keep the path columns out of ``*``."""
+        """Name each unnamed select expression that starts with a path as S3 Select does:
+        by the path's last attribute, else (a path ending in an index, or a name already
+        taken) by position, ``_N``. And keep the path columns out of ``*``."""
         by_name = {p.name: p for p in self.paths.values()}
         for select in tree.find_all(exp.Select):
             taken = {e.alias_or_name for e in select.expressions}
@@ -413,7 +414,7 @@ class _PathRewriter:
                 if leftmost is None or leftmost.name not in by_name:
                     continue
                 label = by_name[leftmost.name].label
-                name = label if label not in taken else f"_{i + 1}"
+                name = label if label is not None and label not in taken else f"_{i + 1}"
                 taken.add(name)
                 e.replace(exp.alias_(e.copy(), exp.to_identifier(name, quoted=True)))
             source = select.args.get("from_") or select.args.get("from")

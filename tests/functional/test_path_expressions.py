@@ -78,8 +78,8 @@ CASES: list[tuple[str, str, Oracle]] = [
      lambda t: t.filter(c("a") > 290).select("a", field("b.c").alias("c"))),
     ("filter on an attribute", f"SELECT s.a {S3} WHERE s.b.c = 'x1'",
      lambda t: t.filter(field("b.c") == "x1").select("a")),
-    ("0-based index", f"SELECT s.a, s.tags[0] {S3}",
-     lambda t: t.select("a", c("tags").list.get(0, null_on_oob=True))),
+    ("0-based index, named by position", f"SELECT s.a, s.tags[0] {S3}",
+     lambda t: t.select("a", c("tags").list.get(0, null_on_oob=True).alias("_2"))),
     ("second element, aliased", f"SELECT s.tags[1] AS second {S3} WHERE s.a < 40",
      lambda t: t.filter(c("a") < 40).select(
          c("tags").list.get(1, null_on_oob=True).alias("second"))),
