@@ -103,6 +103,48 @@ def test_json_input_and_json_output(bucket: S3Env, kind: str) -> None:
     assert [[g["region"], g["order id"]] for g in got] == expected(ROWS)
 
 
+NESTED = [{"a": i, "b": {"c": f"x{i % 3}", "d": {"e": i % 7}},
+           "tags": [f"t{i}-{j}" for j in range(i % 3)]} for i in range(300)]
+
+
+@pytest.mark.parametrize(("sql", "want"), [
+    ("SELECT s.a, s.b.c FROM S3Object s WHERE s.a > 290",
+     [{"a": r["a"], "c": r["b"]["c"]} for r in NESTED if r["a"] > 290]),
+    ("SELECT s.a FROM S3Object s WHERE s.b.c = 'x1' AND s.b.d.e = 3",
+     [{"a": r["a"]} for r in NESTED if r["b"]["c"] == "x1" and r["b"]["d"]["e"] == 3]),
+    # Indexes are 0-based; an element past the end is null; an index names by position.
+    ("SELECT s.tags[1] FROM S3Object s WHERE s.a < 9",
+     [{"_1": r["tags"][1] if len(r["tags"]) > 1 else None} for r in NESTED if r["a"] < 9]),
+    ("SELECT s.a, s.tags[0] AS first FROM S3Object s WHERE s.tags[0] = 't5-0'",
+     [{"a": 5, "first": "t5-0"}]),
+])
+def test_path_expressions_over_json_records(bucket: S3Env, sql: str,
+                                            want: list[dict[str, Any]]) -> None:
+    body = "\n".join(json.dumps(r) for r in NESTED).encode()
+    bucket.client.put_object(Bucket=BUCKET, Key="exports/nested.json", Body=body)
+    response = select({
+        "Bucket": BUCKET, "Key": "exports/nested.json", "ExpressionType": "SQL",
+        "Expression": sql, "InputSerialization": {"JSON": {"Type": "LINES"}},
+        "OutputSerialization": {"JSON": {}}})
+    got = [json.loads(line) for line in response["Payload"].splitlines()]
+    assert got == want
+
+
+def test_path_expressions_over_nested_parquet_read_only_the_root(bucket: S3Env) -> None:
+    frame = pl.DataFrame(NESTED).with_columns(pad=pl.lit("p" * 200))
+    buf = io.BytesIO()
+    frame.write_parquet(buf, row_group_size=50, statistics=True)
+    bucket.client.put_object(Bucket=BUCKET, Key="exports/nested.parquet", Body=buf.getvalue())
+    response = select({
+        "Bucket": BUCKET, "Key": "exports/nested.parquet", "ExpressionType": "SQL",
+        "Expression": "SELECT s.b.d.e, s.tags[0] FROM S3Object s WHERE s.a BETWEEN 100 AND 104",
+        "InputSerialization": {"Parquet": {}}, "OutputSerialization": {"CSV": {}}})
+    assert parse_csv(response["Payload"]) == [
+        [str(r["b"]["d"]["e"]), r["tags"][0] if r["tags"] else ""]
+        for r in NESTED if 100 <= r["a"] <= 104]
+    assert response["stats"]["row_groups_read"] == 1  # a's statistics still prune
+
+
 def test_parquet_input_still_prunes(bucket: S3Env) -> None:
     frame = pl.DataFrame({"k": range(100_000), "v": [i % 11 for i in range(100_000)]})
     buf = io.BytesIO()
