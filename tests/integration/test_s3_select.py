@@ -103,8 +103,8 @@ def test_json_input_and_json_output(bucket: S3Env, kind: str) -> None:
     assert [[g["region"], g["order id"]] for g in got] == expected(ROWS)
 
 
-NESTED = [{"a": i, "b": {"c": f"x{i % 3}", "d": {"e": i % 7}},
-           "tags": [f"t{i}-{j}" for j in range(i % 3)]} for i in range(300)]
+NESTED: list[dict[str, Any]] = [{"a": i, "b": {"c": f"x{i % 3}", "d": {"e": i % 7}},
+                                 "tags": [f"t{i}-{j}" for j in range(i % 3)]} for i in range(300)]
 
 
 @pytest.mark.parametrize(("sql", "want"), [
