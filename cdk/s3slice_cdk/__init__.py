@@ -10,7 +10,6 @@ from typing import Any
 import aws_cdk as cdk
 import cdk_nag
 
-from .function import check_layer_dir
 from .settings import REPO_DIR, SettingsError, StackSettings
 from .stack import S3SliceStack
 
@@ -20,6 +19,9 @@ __all__ = ["CDK_JSON", "S3SliceStack", "SettingsError", "StackSettings", "build_
 #: The CDK CLI's project file; its ``context`` holds the feature flags the app runs with.
 CDK_JSON = REPO_DIR / "cdk.json"
 STACK_NAME = "S3Slice"
+#: What synth prints (a CDK warning on the stack) when the ``nag`` setting is false.
+NAG_OFF_WARNING = ("nag=false: cdk-nag's AwsSolutions checks are OFF for this synth, so "
+                   "no finding (a wildcard grant, an unencrypted resource) can stop it")
 
 
 def cdk_json_context(path: Path = CDK_JSON) -> dict[str, Any]:
@@ -37,16 +39,17 @@ def build_app(context: Mapping[str, Any] | None = None, *,
     ``cdk.json``'s own context (its feature flags) is the base, so that running
     ``python3 cdk/app.py`` without the CLI synthesizes the same stack. Values the CLI
     passes win over both. cdk-nag's AwsSolutions checks run unless the ``nag`` setting is
-    false. A missing layer fails here, before any construct is made.
+    false, and then synth says so with a warning. A missing layer fails here
+    (``LayerNotBuiltError``, raised by the function construct).
     """
     app = cdk.App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
     settings = StackSettings.from_context(app.node.try_get_context)
-    check_layer_dir(settings.resolved_layer_dir, architecture=settings.architecture,
-                    python_version=settings.python_version)
     stack = S3SliceStack(
         app, STACK_NAME, settings=settings,
         description="s3slice: a Lambda read service for Parquet, CSV and JSON in S3",
     )
     if settings.nag:
         cdk.Validations.of(app).add_plugins(cdk_nag.AwsSolutionsChecks(app, verbose=True))
+    else:
+        cdk.Annotations.of(stack).add_warning_v2("s3slice:nag-off", NAG_OFF_WARNING)
     return app, stack

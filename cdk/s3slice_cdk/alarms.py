@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -27,8 +29,28 @@ class AlarmsProps:
     period: Duration = dataclasses.field(default_factory=lambda: Duration.minutes(5))
 
 
+class AlarmTopic(Construct):
+    """The SNS topic the alarms notify when no ``alarmTopicArn`` is given.
+
+    It refuses publishers that do not use TLS; ``email``, when given, is subscribed (AWS
+    sends a confirmation e-mail first). Attributes: ``topic``, ``subscribed``.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *,
+                 email: str | None = None) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = sns.Topic(self, "Topic", display_name="s3slice alarms", enforce_ssl=True)
+        self.subscribed = email is not None
+        if email is not None:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+
+
 class Alarms(Construct):
     """One alarm per way the service can go wrong unnoticed.
+
+    With a ``topic``, every alarm notifies it on ALARM and OK; a topic the stack owns gets
+    a policy statement letting CloudWatch publish for these alarms only (``aws:SourceArn``
+    and ``aws:SourceAccount``). An imported topic's policy is its owner's to keep.
 
     Attributes: ``errors``, ``throttles``, ``duration``, ``dead_letters``,
     ``workflow_failures`` (``None`` without a state machine), and ``all``.
@@ -107,3 +129,13 @@ class Alarms(Construct):
             for alarm in self.all:
                 alarm.add_alarm_action(action)
                 alarm.add_ok_action(action)
+            # A no-op for an imported topic (its policy is not this stack's).
+            props.topic.add_to_resource_policy(iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[props.topic.topic_arn],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": [alarm.alarm_arn for alarm in self.all]},
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                },
+            ))

@@ -14,14 +14,18 @@ import dataclasses
 import json
 import re
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-from constructs import IConstruct
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from constructs import IConstruct, Node
 
-if TYPE_CHECKING:
-    from .stack import S3SliceStack
+from .function import ReadFunction
+from .grants import BucketPrefix
+from .settings import StackSettings
+from .workflow import Workflow
 
 #: The singleton CDK adds for ``Custom::S3BucketNotifications``.
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
@@ -99,14 +103,36 @@ def acknowledge_wildcards(policy: iam.Policy, allowances: Sequence[WildcardAllow
                 done.add(resource)
 
 
-def _exact(stack: cdk.Stack, value: str) -> str:
+class ReviewedStack(Protocol):
+    """What ``add_suppressions`` reads of the stack (``S3SliceStack`` has it all); a
+    protocol, so that this module and ``stack.py`` do not import each other."""
+
+    @property
+    def node(self) -> Node: ...
+    def resolve(self, obj: Any) -> Any: ...
+    @property
+    def settings(self) -> StackSettings: ...
+    @property
+    def read_function(self) -> ReadFunction: ...
+    @property
+    def workflow(self) -> Workflow: ...
+    @property
+    def granted_object_locations(self) -> Sequence[BucketPrefix]: ...
+    @property
+    def workflow_results_location(self) -> BucketPrefix: ...
+    @property
+    def access_logs_bucket(self) -> s3.Bucket | None: ...
+    @property
+    def owned_alarm_topic(self) -> sns.Topic | None: ...
+
+
+def _exact(stack: ReviewedStack, value: str) -> str:
     return re.escape(nag_rendering(stack.resolve(value)))
 
 
-def add_suppressions(stack: S3SliceStack) -> None:
+def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
     """Acknowledge the findings this design accepts; the reasons are the review record."""
     log: list[Acknowledged] = []
-    stack.nag_acknowledgments = log
     reader = stack.read_function
     settings = stack.settings
 
@@ -185,9 +211,11 @@ def add_suppressions(stack: S3SliceStack) -> None:
                 role,
                 "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
                 "service-role/AWSLambdaBasicExecutionRole]",
-                "CDK's own handler for Custom::S3BucketNotifications runs once per deploy "
-                "to set the bucket's notification configuration; the AWS managed policy "
-                "only lets it write its own CloudWatch logs.", log)
+                "CDK's own handler for Custom::S3BucketNotifications, which runs only while "
+                "CloudFormation deploys to set the bucket's notifications, gets this AWS "
+                "managed policy from aws-cdk-lib, and it grants logs:CreateLogGroup, "
+                "logs:CreateLogStream and logs:PutLogEvents on every log group in the "
+                "account and region (Resource '*'), not only on its own.", log)
         acknowledge(
             handler, "AwsSolutions-L1",
             "CDK's own handler for Custom::S3BucketNotifications: its runtime is chosen and "
@@ -200,3 +228,14 @@ def add_suppressions(stack: S3SliceStack) -> None:
             "This bucket receives the data bucket's server access logs; logging the "
             "access-log bucket into itself (or another bucket) would not add an audit "
             "trail worth its cost.", log)
+
+    # --- the alarm topic the stack creates -------------------------------------------------
+    if stack.owned_alarm_topic is not None:
+        acknowledge(
+            stack.owned_alarm_topic, "AwsSolutions-SNS2",
+            "The alarm topic carries only CloudWatch alarm state changes (alarm name, "
+            "metric, threshold, state reason), never data from the buckets, and encrypting "
+            "it would need a customer managed KMS key whose policy lets CloudWatch use it, "
+            "a recurring cost for nothing confidential; it still refuses non-TLS "
+            "publishers.", log)
+    return log

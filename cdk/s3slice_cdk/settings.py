@@ -11,11 +11,19 @@ context key                         default                        meaning
 sourceBucket                        (a bucket the stack creates)   bucket whose objects trigger
                                                                    the function
 sourcePrefix                        ``incoming/``                  only keys under it trigger
+                                                                   (a ``/`` is appended)
 sourceSuffixes                      ``.parquet,.csv,.json,.jsonl,  only keys ending with one of
                                     .ndjson``                      these trigger (empty: any)
-readUris                            (none)                         more ``s3://bucket/prefix``
+readUris                            (none)                         more ``s3://bucket/prefix/``
                                                                    locations the function may
                                                                    read (never triggers)
+allowWholeBucketReads               false                          readUris may name a whole
+                                                                   bucket (``s3://bucket/``)
+kmsKeyArns                          (none)                         KMS keys of SSE-KMS buckets
+                                                                   (key ARNs, comma-separated)
+bucketAccounts                      (none)                         more accounts that may own
+                                                                   the buckets (the deploying
+                                                                   account always may)
 outputBucket                        the source bucket              where results go
 outputPrefix                        ``results/``                   results go under it
 outputFormat                        ``parquet``                    parquet, csv or json
@@ -28,24 +36,39 @@ architecture                        ``arm64``                      arm64 or x86_
 pythonVersion                       ``3.13``                       Lambda Python runtime
 reservedConcurrency                 (none)                         reserved concurrent
                                                                    executions
+accountConcurrency                  1000                           the account's Lambda
+                                                                   concurrency quota (checked
+                                                                   against, never set)
 logRetentionDays                    30                             function and workflow logs
 layerDir                            ``layers/build/<arch>``        the built layer (has
                                                                    ``python/``)
 batchSize                           10                             SQS messages per invocation
 maxBatchingWindowSeconds            0                              SQS batching window
 maxReceiveCount                     3                              receives before the DLQ
-eventSourceMaxConcurrency           (none)                         SQS poller concurrency cap
+eventSourceMaxConcurrency           10                             SQS poller concurrency cap
                                                                    (2..1000)
-workflowMaxConcurrency              100                            Distributed Map concurrency
+workflowMaxConcurrency              100 (less if the budget is     Distributed Map concurrency
+                                    smaller)
 workflowItemsPerBatch               10                             objects per child execution
 workflowToleratedFailurePercentage  5                              0..100
 workflowResultsPrefix               ``workflow-results/``          Map Run results, in the
                                                                    output bucket
-alarmTopicArn                       (none)                         SNS topic for alarm actions
+workflowTimeoutHours                24                             state machine TimeoutSeconds
+alarmTopicArn                       (a topic the stack creates)    SNS topic for alarm actions
+alarmEmail                          (none)                         e-mail subscribed to it
+noncurrentVersionDays               30                             noncurrent versions in the
+                                                                   created data bucket expire
 durationAlarmRatio                  0.8                            p99 duration / timeout alarm
 nag                                 true                           run cdk-nag AwsSolutions in
                                                                    ``cdk synth``
 =================================== ============================== =============================
+
+Every prefix (``sourcePrefix``, ``outputPrefix``, ``workflowResultsPrefix`` and the
+prefixes of ``readUris``) is a folder: a ``/`` is appended when missing, so that
+``landing`` never also covers ``landing-archive/``. Prefixes, suffixes and URIs may hold
+only letters, digits and ``/ ! - _ . ' ( ) =``: IAM reads ``*`` and ``?`` as wildcards
+and ``${...}`` as a policy variable in the ARNs the stack grants, and S3 needs the other
+characters URL-encoded, so any of them is refused, naming the key.
 """
 
 from __future__ import annotations
@@ -74,6 +97,19 @@ QUERY_KEYS = frozenset({"columns", "filter", "sql", "limit"})
 
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
+#: A KMS key ARN (not an alias: IAM matches the key's ARN, never an alias's).
+_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}$")
+_ACCOUNT = re.compile(r"^\d{12}$")
+_EMAIL = re.compile(r"^[^@\s,]+@[^@\s,]+\.[^@\s,]+$")
+#: What a prefix, suffix or URI may contain. Not ``*`` or ``?`` (IAM wildcards in the
+#: ARNs and ``s3:prefix`` conditions granted), not ``$`` (``${...}`` is an IAM policy
+#: variable), and nothing S3 wants URL-encoded in requests or notifications.
+KEY_CHARACTERS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/!-_.'()=")
+#: Lambda keeps this much of the account's concurrency unreserved.
+UNRESERVED_MINIMUM = 100
+#: The Distributed Map's MaxConcurrency when not given, if the concurrency budget allows.
+DEFAULT_WORKFLOW_MAX_CONCURRENCY = 100
 
 
 class SettingsError(ValueError):
@@ -86,6 +122,10 @@ class S3Location:
 
     bucket: str | None
     prefix: str
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
 
     def overlaps(self, other: S3Location) -> bool:
         """True when a key could be under both (same bucket, one prefix starts the other)."""
@@ -101,6 +141,9 @@ class StackSettings:
     source_prefix: str = "incoming/"
     source_suffixes: tuple[str, ...] = (".parquet", ".csv", ".json", ".jsonl", ".ndjson")
     read_uris: tuple[S3Location, ...] = ()
+    allow_whole_bucket_reads: bool = False
+    kms_key_arns: tuple[str, ...] = ()
+    bucket_accounts: tuple[str, ...] = ()
     output_bucket: str | None = None
     output_prefix: str = "results/"
     output_format: OutputFormat = "parquet"
@@ -111,17 +154,22 @@ class StackSettings:
     architecture: Architecture = "arm64"
     python_version: str = "3.13"
     reserved_concurrency: int | None = None
+    account_concurrency: int = 1000
     log_retention_days: int = 30
     layer_dir: Path | None = None
     batch_size: int = 10
     max_batching_window_seconds: int = 0
     max_receive_count: int = 3
-    event_source_max_concurrency: int | None = None
-    workflow_max_concurrency: int = 100
+    event_source_max_concurrency: int = 10
+    #: ``None``: ``DEFAULT_WORKFLOW_MAX_CONCURRENCY``, or less to fit (``workflow_concurrency``).
+    workflow_max_concurrency: int | None = None
     workflow_items_per_batch: int = 10
     workflow_tolerated_failure_percentage: float = 5
     workflow_results_prefix: str = "workflow-results/"
+    workflow_timeout_hours: int = 24
     alarm_topic_arn: str | None = None
+    alarm_email: str | None = None
+    noncurrent_version_days: int = 30
     duration_alarm_ratio: float = 0.8
     nag: bool = True
 
@@ -149,6 +197,24 @@ class StackSettings:
         return (self.watched, *self.read_uris)
 
     @property
+    def concurrency_budget(self) -> tuple[int, str]:
+        """What the function can run at once, and the setting that says so: its reserved
+        concurrency when given, else the account's quota."""
+        if self.reserved_concurrency is not None:
+            return self.reserved_concurrency, "reservedConcurrency"
+        return self.account_concurrency, "accountConcurrency"
+
+    @property
+    def workflow_concurrency(self) -> int:
+        """The Distributed Map's MaxConcurrency: the setting, else 100 or whatever less the
+        budget leaves beside the queue's cap."""
+        if self.workflow_max_concurrency is not None:
+            return self.workflow_max_concurrency
+        budget, _ = self.concurrency_budget
+        return max(1, min(DEFAULT_WORKFLOW_MAX_CONCURRENCY,
+                          budget - self.event_source_max_concurrency))
+
+    @property
     def resolved_layer_dir(self) -> Path:
         if self.layer_dir is not None:
             return self.layer_dir
@@ -168,6 +234,18 @@ class StackSettings:
         for location in self.read_uris:
             if location.bucket is None or not _BUCKET_NAME.match(location.bucket):
                 raise SettingsError(f"readUris: {location.bucket!r} is not a valid bucket name")
+        self._check_characters()
+        for arn in self.kms_key_arns:
+            if not _KEY_ARN.match(arn):
+                raise SettingsError(
+                    f"kmsKeyArns: {arn!r} is not a KMS key ARN "
+                    "(arn:aws:kms:<region>:<account>:key/<key id>; aliases are not accepted, "
+                    "since IAM matches the key's ARN)")
+        for account in self.bucket_accounts:
+            if not _ACCOUNT.match(account):
+                raise SettingsError(f"bucketAccounts: {account!r} is not a 12-digit account id")
+        if self.alarm_email is not None and not _EMAIL.match(self.alarm_email):
+            raise SettingsError(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         _check_range("memory_size", self.memory_size, 128, 10240)
         _check_range("ephemeral_storage_size", self.ephemeral_storage_size, 512, 10240)
         _check_range("timeout_seconds", self.timeout_seconds, 1, 900)
@@ -175,16 +253,18 @@ class StackSettings:
         _check_range("batch_size", self.batch_size, 1, 10000)
         _check_range("max_batching_window_seconds", self.max_batching_window_seconds, 0, 300)
         _check_range("max_receive_count", self.max_receive_count, 1, 1000)
-        _check_range("workflow_max_concurrency", self.workflow_max_concurrency, 1, 10000)
+        if self.workflow_max_concurrency is not None:
+            _check_range("workflow_max_concurrency", self.workflow_max_concurrency, 1, 10000)
+        _check_range("workflow_timeout_hours", self.workflow_timeout_hours, 1, 8760)
+        _check_range("noncurrent_version_days", self.noncurrent_version_days, 1, 3650)
+        _check_range("account_concurrency", self.account_concurrency, 10, 10_000_000)
         _check_range("workflow_items_per_batch", self.workflow_items_per_batch, 1, 10000)
         _check_range("workflow_tolerated_failure_percentage",
                      self.workflow_tolerated_failure_percentage, 0, 100)
         _check_range("duration_alarm_ratio", self.duration_alarm_ratio, 0.05, 1)
         if self.reserved_concurrency is not None:
             _check_range("reserved_concurrency", self.reserved_concurrency, 0, 100000)
-        if self.event_source_max_concurrency is not None:
-            _check_range("event_source_max_concurrency", self.event_source_max_concurrency,
-                         2, 1000)
+        _check_range("event_source_max_concurrency", self.event_source_max_concurrency, 2, 1000)
         if self.batch_size > 10 and self.max_batching_window_seconds == 0:
             raise SettingsError("batchSize: more than 10 messages per batch needs "
                                 "maxBatchingWindowSeconds > 0 (an SQS event source rule)")
@@ -208,9 +288,68 @@ class StackSettings:
             raise SettingsError(f"alarmTopicArn: {self.alarm_topic_arn!r} is not an SNS topic ARN")
         for prefix_name in ("output_prefix", "workflow_results_prefix"):
             if not getattr(self, prefix_name).endswith("/"):
-                raise SettingsError(f"{_key(prefix_name)}: must end with '/'")
+                raise SettingsError(f"{_key(prefix_name)}: must be a prefix ending with '/'")
+        for name, prefix in (("sourcePrefix", self.source_prefix),
+                             *(("readUris", r.prefix) for r in self.read_uris)):
+            if prefix and not prefix.endswith("/"):
+                raise SettingsError(f"{name}: {prefix!r} must end with '/' (or be empty)")
         self._check_suffixes()
         self._check_no_recursion()
+        self._check_read_uris()
+        self._check_concurrency()
+
+    def _check_characters(self) -> None:
+        """No IAM wildcard, policy variable or URL-encoded character in a key setting."""
+        values = [("sourcePrefix", self.source_prefix), ("outputPrefix", self.output_prefix),
+                  ("workflowResultsPrefix", self.workflow_results_prefix),
+                  *(("sourceSuffixes", suffix) for suffix in self.source_suffixes),
+                  *(("readUris", location.uri) for location in self.read_uris)]
+        for name, value in values:
+            text = value.removeprefix("s3://") if name == "readUris" else value
+            bad = sorted(set(text) - KEY_CHARACTERS)
+            if bad:
+                raise SettingsError(
+                    f"{name}: {value!r} contains {' '.join(repr(c) for c in bad)}. IAM reads "
+                    "'*' and '?' as wildcards and '${...}' as a policy variable in the ARNs "
+                    "and conditions granted (so a prefix with them grants more than it "
+                    "names), and S3 wants other characters URL-encoded; use only letters, "
+                    "digits and / ! - _ . ' ( ) =")
+
+    def _check_read_uris(self) -> None:
+        """readUris never overlap the output, and name a whole bucket only when allowed."""
+        for location in self.read_uris:
+            if location.overlaps(self.output):
+                raise SettingsError(
+                    f"readUris: {location.uri} overlaps the output location "
+                    f"{self.output.uri}: the function could read what it writes. Choose a "
+                    "readUris prefix outside outputPrefix, or another outputBucket.")
+            if not location.prefix and not self.allow_whole_bucket_reads:
+                raise SettingsError(
+                    f"readUris: {location.uri} names the whole bucket {location.bucket}. Give "
+                    "a prefix (s3://bucket/prefix/), or set allowWholeBucketReads=true to "
+                    "grant reading every object in it.")
+
+    def _check_concurrency(self) -> None:
+        """What the function may run at once fits what it, and the account, can run."""
+        reserved = self.reserved_concurrency
+        ceiling = self.account_concurrency - UNRESERVED_MINIMUM
+        if reserved is not None and reserved > ceiling:
+            raise SettingsError(
+                f"reservedConcurrency: {reserved} exceeds accountConcurrency "
+                f"({self.account_concurrency}) minus the {UNRESERVED_MINIMUM} Lambda keeps "
+                "unreserved; lower it, or set accountConcurrency to the account's quota")
+        if reserved == 0:
+            return  # the function is switched off: nothing runs, nothing to bound
+        budget, budget_key = self.concurrency_budget
+        total = self.event_source_max_concurrency + self.workflow_concurrency
+        if total > budget:
+            raise SettingsError(
+                f"eventSourceMaxConcurrency + workflowMaxConcurrency: "
+                f"{self.event_source_max_concurrency} + {self.workflow_concurrency} = "
+                f"{total} concurrent executions exceed {budget_key} ({budget}): the queue "
+                "and the workflow at full speed would be throttled (queue messages would "
+                "count receives towards the dead-letter queue). Lower either, or raise "
+                f"{budget_key}.")
 
     def _check_suffixes(self) -> None:
         suffixes = self.source_suffixes
@@ -273,9 +412,13 @@ def _parse_prefix(name: str, raw: Any) -> str:
     return _parse_str(name, raw).lstrip("/")
 
 
+def _as_folder(prefix: str) -> str:
+    """``landing`` → ``landing/`` (a prefix names a folder); ``""`` stays the whole bucket."""
+    return prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
 def _parse_dir_prefix(name: str, raw: Any) -> str:
-    prefix = _parse_prefix(name, raw)
-    return prefix if prefix.endswith("/") else prefix + "/"
+    return _as_folder(_parse_prefix(name, raw))
 
 
 def _parse_int(name: str, raw: Any) -> int:
@@ -327,7 +470,7 @@ def _parse_uris(name: str, raw: Any) -> tuple[S3Location, ...]:
         if not uri.startswith("s3://"):
             raise SettingsError(f"{_key(name)}: expected s3://bucket/prefix, got {uri!r}")
         bucket, _, prefix = uri[5:].partition("/")
-        locations.append(S3Location(bucket=bucket, prefix=prefix))
+        locations.append(S3Location(bucket=bucket, prefix=_as_folder(prefix.lstrip("/"))))
     return tuple(locations)
 
 
@@ -357,9 +500,12 @@ _EMPTY_ALLOWED = frozenset({"source_prefix", "source_suffixes", "read_uris"})
 
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "source_bucket": _parse_optional_str,
-    "source_prefix": _parse_prefix,
+    "source_prefix": _parse_dir_prefix,
     "source_suffixes": _parse_list,
     "read_uris": _parse_uris,
+    "allow_whole_bucket_reads": _parse_bool,
+    "kms_key_arns": _parse_list,
+    "bucket_accounts": _parse_list,
     "output_bucket": _parse_optional_str,
     "output_prefix": _parse_dir_prefix,
     "query": _parse_query,
@@ -367,6 +513,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "ephemeral_storage_size": _parse_int,
     "timeout_seconds": _parse_int,
     "reserved_concurrency": _parse_int,
+    "account_concurrency": _parse_int,
     "log_retention_days": _parse_int,
     "layer_dir": _parse_path,
     "batch_size": _parse_int,
@@ -377,6 +524,9 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "workflow_items_per_batch": _parse_int,
     "workflow_tolerated_failure_percentage": _parse_float,
     "workflow_results_prefix": _parse_dir_prefix,
+    "workflow_timeout_hours": _parse_int,
+    "alarm_email": _parse_optional_str,
+    "noncurrent_version_days": _parse_int,
     "duration_alarm_ratio": _parse_float,
     "nag": _parse_bool,
 }

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import Annotations, Aws, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from . import grants
-from .alarms import Alarms, AlarmsProps
+from .alarms import Alarms, AlarmsProps, AlarmTopic
 from .function import ReadFunction, ReadFunctionProps
-from .grants import RESULT_WRITER_ACTIONS, BucketPrefix
+from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
 from .nag import Acknowledged, add_suppressions
 from .settings import FUNCTION_CODE_DIR, StackSettings
 from .triggers import Triggers, TriggersProps
@@ -25,12 +27,17 @@ class S3SliceStack(Stack):
     The function may read the watched location and ``readUris`` (``s3:GetObject`` on
     ``bucket/prefix*``, ``s3:ListBucket`` with an ``s3:prefix`` condition) and write the
     output prefix (``s3:PutObject``, ``s3:AbortMultipartUpload``). The workflow may list
-    the same locations and write its Map Run results under the results prefix.
+    the same locations and write its Map Run results under the results prefix. Every S3
+    statement holds only for buckets owned by the deploying account or ``bucketAccounts``
+    (``s3:ResourceAccount``); ``kmsKeyArns`` adds ``kms:Decrypt`` (reads) and
+    ``kms:GenerateDataKey`` (writes) on exactly those keys, through S3 in the region.
 
     Attributes: ``settings``, ``data_bucket`` (``None`` when ``sourceBucket`` is given),
     ``access_logs_bucket``, ``source_bucket``, ``output_bucket``, ``read_function``,
-    ``triggers``, ``workflow``, ``alarms``, ``alarm_topic``, ``granted_object_locations``,
-    ``workflow_results_location``, ``nag_acknowledgments``.
+    ``triggers``, ``workflow``, ``alarms``, ``alarm_topic``, ``owned_alarm_topic`` (the
+    topic the stack creates when no ``alarmTopicArn`` is given), ``bucket_accounts``,
+    ``kms_keys``, ``granted_object_locations``, ``workflow_results_location``,
+    ``nag_acknowledgments``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: StackSettings,
@@ -58,6 +65,13 @@ class S3SliceStack(Stack):
                 block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
                 enforce_ssl=True,
                 versioned=True,
+                lifecycle_rules=[s3.LifecycleRule(
+                    # Overwritten and deleted objects stay recoverable this long, no longer.
+                    noncurrent_version_expiration=Duration.days(
+                        settings.noncurrent_version_days),
+                    expired_object_delete_marker=True,
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                )],
                 server_access_logs_bucket=self.access_logs_bucket,
                 server_access_logs_prefix="data/",
                 removal_policy=RemovalPolicy.RETAIN,
@@ -65,10 +79,16 @@ class S3SliceStack(Stack):
         self.source_bucket = self._bucket(settings.source_bucket)
         self.output_bucket = self._bucket(settings.output.bucket)
 
-        watched = BucketPrefix(bucket=self.source_bucket, prefix=settings.source_prefix)
-        readable = [watched, *(BucketPrefix(bucket=self._bucket(location.bucket),
-                                            prefix=location.prefix)
-                               for location in settings.read_uris)]
+        #: The accounts that may own the buckets: the deploying one, then bucketAccounts.
+        self.bucket_accounts: list[str] = list(dict.fromkeys(
+            [Aws.ACCOUNT_ID, *settings.bucket_accounts]))
+        #: The keys of SSE-KMS buckets (``kmsKeyArns``).
+        self.kms_keys: list[kms.IKey] = [
+            kms.Key.from_key_arn(self, f"Key{number}", arn)
+            for number, arn in enumerate(settings.kms_key_arns, start=1)]
+        readable = [BucketPrefix(bucket=self._bucket(location.bucket), prefix=location.prefix)
+                    for location in settings.read_locations]
+        watched = readable[0]
         output = BucketPrefix(bucket=self.output_bucket, prefix=settings.output_prefix)
         results = BucketPrefix(bucket=self.output_bucket,
                                prefix=settings.workflow_results_prefix)
@@ -93,9 +113,12 @@ class S3SliceStack(Stack):
             log_retention_days=settings.log_retention_days,
         ))
         function = self.read_function.function
-        grants.grant_get_objects(function, readable)
-        grants.grant_list(function, readable)
-        grants.grant_put_objects(function, output)
+        accounts = self.bucket_accounts
+        grants.grant_get_objects(function, readable, accounts=accounts)
+        grants.grant_list(function, readable, accounts=accounts)
+        grants.grant_put_objects(function, output, accounts=accounts)
+        grants.grant_kms(function, self.kms_keys, KMS_READ_ACTIONS)
+        grants.grant_kms(function, self.kms_keys, KMS_WRITE_ACTIONS)
 
         # ------------------------------------------------------------------ triggers
         self.triggers = Triggers(self, "Triggers", props=TriggersProps(
@@ -107,6 +130,7 @@ class S3SliceStack(Stack):
             batch_size=settings.batch_size,
             max_batching_window=Duration.seconds(settings.max_batching_window_seconds),
             max_concurrency=settings.event_source_max_concurrency,
+            source_accounts=accounts,
         ))
         # Consuming the queue: the event source grants receive/delete/visibility.
         function.add_event_source(self.triggers.event_source)
@@ -121,20 +145,36 @@ class S3SliceStack(Stack):
             default_output_format=settings.output_format,
             results_bucket=self.output_bucket,
             results_prefix=settings.workflow_results_prefix,
-            max_concurrency=settings.workflow_max_concurrency,
+            max_concurrency=settings.workflow_concurrency,
             items_per_batch=settings.workflow_items_per_batch,
             tolerated_failure_percentage=settings.workflow_tolerated_failure_percentage,
             log_retention_days=settings.log_retention_days,
+            timeout=Duration.hours(settings.workflow_timeout_hours),
         ))
         state_machine = self.workflow.state_machine
-        grants.grant_list(state_machine, readable)
-        grants.grant_put_objects(state_machine, results, actions=RESULT_WRITER_ACTIONS)
+        grants.grant_list(state_machine, readable, accounts=accounts)
+        grants.grant_put_objects(state_machine, results, accounts=accounts,
+                                 actions=RESULT_WRITER_ACTIONS)
+        grants.grant_kms(state_machine, self.kms_keys, KMS_WRITE_ACTIONS)
 
         # ------------------------------------------------------------------ alarms
-        self.alarm_topic: sns.ITopic | None = None
+        self.owned_alarm_topic: sns.Topic | None = None
+        self.alarm_topic: sns.ITopic
         if settings.alarm_topic_arn is not None:
             self.alarm_topic = sns.Topic.from_topic_arn(self, "AlarmTopic",
                                                         settings.alarm_topic_arn)
+            if settings.alarm_email is not None:
+                self.alarm_topic.add_subscription(
+                    subscriptions.EmailSubscription(settings.alarm_email))
+        else:
+            owned = AlarmTopic(self, "Alerts", email=settings.alarm_email)
+            self.owned_alarm_topic = self.alarm_topic = owned.topic
+            if not owned.subscribed:
+                Annotations.of(self).add_warning_v2("s3slice:alarms-unsubscribed", (
+                    "the alarms notify the topic this stack creates (AlarmTopicArn output), "
+                    "which has no subscriber: nobody hears of errors, throttles or dead "
+                    "letters until you subscribe to it, or deploy with "
+                    "--context alarmEmail=you@example.com or alarmTopicArn=<topic>"))
         self.alarms = Alarms(self, "Alarms", props=AlarmsProps(
             function=function,
             timeout=self.read_function.timeout,
@@ -152,10 +192,10 @@ class S3SliceStack(Stack):
         CfnOutput(self, "WatchedUri", value=watched.uri)
         CfnOutput(self, "OutputUri", value=output.uri)
         CfnOutput(self, "WorkflowResultsUri", value=results.uri)
+        CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)
 
-        #: The cdk-nag findings acknowledged, with their reasons (filled by add_suppressions).
-        self.nag_acknowledgments: list[Acknowledged] = []
-        add_suppressions(self)
+        #: The cdk-nag findings acknowledged, with their reasons.
+        self.nag_acknowledgments: list[Acknowledged] = add_suppressions(self)
 
     def _bucket(self, name: str | None) -> s3.IBucket:
         """The stack's data bucket for ``None``, else the named bucket, imported once."""

@@ -5,12 +5,41 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+import jsii
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
+from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
+
+#: The SQS event source's MaximumConcurrency when not given (see cdk/README.md).
+DEFAULT_MAX_CONCURRENCY = 10
+
+
+@jsii.implements(s3.IBucketNotificationDestination)
+class AccountPinnedSqsDestination:
+    """Like ``aws_s3_notifications.SqsDestination``, but the queue policy also pins the
+    bucket's account: S3 may send only for this bucket (``aws:SourceArn``) owned by one
+    of ``accounts`` (``aws:SourceAccount``), so a bucket name re-registered elsewhere
+    cannot send. (The queues here are SSE-SQS: no KMS key policy to amend.)"""
+
+    def __init__(self, queue: sqs.IQueue, accounts: Sequence[str]) -> None:
+        self.queue = queue
+        self.accounts = list(accounts)
+
+    def bind(self, _scope: Construct,
+             bucket: s3_refs.IBucketRef) -> s3.BucketNotificationDestinationConfig:
+        source_account: str | list[str] = (
+            self.accounts[0] if len(self.accounts) == 1 else self.accounts)
+        self.queue.grant_send_messages(iam.ServicePrincipal("s3.amazonaws.com", conditions={
+            "ArnLike": {"aws:SourceArn": bucket.bucket_ref.bucket_arn},
+            "StringEquals": {"aws:SourceAccount": source_account},
+        }))
+        return s3.BucketNotificationDestinationConfig(
+            arn=self.queue.queue_arn, type=s3.BucketNotificationDestinationType.QUEUE,
+            dependencies=[self.queue])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -27,14 +56,18 @@ class TriggersProps:
     batch_size: int = 10
     max_batching_window: Duration = dataclasses.field(
         default_factory=lambda: Duration.seconds(0))
-    max_concurrency: int | None = None
+    #: The event source's MaximumConcurrency: at most this many concurrent invocations.
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    #: Accounts that may own the bucket (``aws:SourceAccount``); none: the stack's account.
+    source_accounts: Sequence[str] = ()
 
 
 class Triggers(Construct):
     """The watched location's ``ObjectCreated`` events, queued for the function.
 
-    Both queues are encrypted (SSE-SQS) and refuse non-TLS requests. A message the
-    function fails ``max_receive_count`` times moves to the dead-letter queue.
+    Both queues are encrypted (SSE-SQS) and refuse non-TLS requests; only S3, for this
+    bucket in one of ``source_accounts``, may send. A message the function fails
+    ``max_receive_count`` times moves to the dead-letter queue.
 
     Attributes: ``queue``, ``dead_letter_queue``, ``event_source`` (add it to the
     function: ``function.add_event_source(triggers.event_source)``), ``filters``.
@@ -60,7 +93,8 @@ class Triggers(Construct):
         suffixes: Sequence[str | None] = list(props.suffixes) or [None]
         #: The key filters of the notification rules (none: every new object in the bucket).
         self.filters: list[s3.NotificationKeyFilter] = []
-        destination = s3n.SqsDestination(self.queue)
+        destination = AccountPinnedSqsDestination(
+            self.queue, list(props.source_accounts) or [Aws.ACCOUNT_ID])
         for suffix in suffixes:
             if not props.prefix and suffix is None:
                 # The whole bucket, any key: one rule without a filter (CDK rejects an

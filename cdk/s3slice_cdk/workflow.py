@@ -88,6 +88,8 @@ class WorkflowProps:
     items_per_batch: int = 10
     tolerated_failure_percentage: float = 5
     log_retention_days: int = 30
+    #: An execution still running after this fails with ``States.Timeout``.
+    timeout: Duration = dataclasses.field(default_factory=lambda: Duration.hours(24))
 
 
 class Workflow(Construct):
@@ -180,6 +182,7 @@ class Workflow(Construct):
             definition_body=sfn.DefinitionBody.from_chainable(
                 defaults.next(apply_defaults).next(self.distributed_map)),
             state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=props.timeout,
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL,
                                 include_execution_data=False),

@@ -60,6 +60,12 @@ def synthesize(context: Mapping[str, Any], outdir: Path) -> Synthesized:
     return Synthesized(app=app, stack=stack, template=template, json=template.to_json())
 
 
+#: The SSE-KMS keys of the imported buckets.
+KMS_KEY_ARNS = (
+    "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+    "arn:aws:kms:eu-west-1:210987654321:key/mrk-1234abcd12ab34cd56ef1234567890ab",
+)
+
 #: A deployment on existing buckets with every optional setting given.
 IMPORTED_CONTEXT: dict[str, Any] = {
     "sourceBucket": "acme-landing",
@@ -75,7 +81,7 @@ IMPORTED_CONTEXT: dict[str, Any] = {
     "timeoutSeconds": "600",
     "architecture": "x86_64",
     "pythonVersion": "3.12",
-    "reservedConcurrency": "50",
+    "reservedConcurrency": "600",
     "logRetentionDays": "14",
     "batchSize": "20",
     "maxBatchingWindowSeconds": "5",
@@ -85,7 +91,11 @@ IMPORTED_CONTEXT: dict[str, Any] = {
     "workflowItemsPerBatch": "25",
     "workflowToleratedFailurePercentage": "10",
     "workflowResultsPrefix": "runs/",
+    "workflowTimeoutHours": "6",
     "alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:ops-alerts",
+    "alarmEmail": "ops@acme.example",
+    "kmsKeyArns": ",".join(KMS_KEY_ARNS),
+    "bucketAccounts": "210987654321",
     "durationAlarmRatio": "0.9",
 }
 

@@ -12,7 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match, Template
 
-from s3slice_cdk.alarms import Alarms, AlarmsProps
+from s3slice_cdk.alarms import Alarms, AlarmsProps, AlarmTopic
 from tests.infrastructure.support import bare_stack
 
 pytestmark = pytest.mark.infrastructure
@@ -97,6 +97,44 @@ def test_no_actions_without_a_topic(default: tuple[Alarms, Template]) -> None:
     _, template = default
     template.all_resources_properties("AWS::CloudWatch::Alarm", {
         "AlarmActions": Match.absent(), "OKActions": Match.absent()})
+
+
+def test_an_imported_topic_gets_no_policy() -> None:
+    _, template = build(topic=True)
+    template.resource_count_is("AWS::SNS::TopicPolicy", 0)
+
+
+def test_own_topic_lets_cloudwatch_publish_for_these_alarms_only() -> None:
+    stack = bare_stack()
+    function = lambda_.Function(stack, "Fn", runtime=lambda_.Runtime.PYTHON_3_13,
+                                handler="index.handler",
+                                code=lambda_.Code.from_inline("def handler(e, c): pass"))
+    topic = AlarmTopic(stack, "Alerts", email="ops@acme.example")
+    alarms = Alarms(stack, "Alarms", props=AlarmsProps(
+        function=function, timeout=Duration.seconds(60),
+        dead_letter_queue=sqs.Queue(stack, "Dlq"), topic=topic.topic))
+    template = Template.from_stack(stack)
+    topic_id = stack.get_logical_id(topic.topic.node.default_child)
+    alarm_arns = [{"Fn::GetAtt": [stack.get_logical_id(a.node.default_child), "Arn"]}
+                  for a in alarms.all]
+    template.has_resource_properties("AWS::SNS::TopicPolicy", {
+        "Topics": [{"Ref": topic_id}],
+        "PolicyDocument": {"Statement": [
+            Match.object_like({"Effect": "Deny", "Action": "sns:Publish",
+                               "Condition": {"Bool": {"aws:SecureTransport": "false"}}}),
+            Match.object_like({
+                "Effect": "Allow", "Action": "sns:Publish",
+                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                "Resource": {"Ref": topic_id},
+                "Condition": {"ArnLike": {"aws:SourceArn": alarm_arns},
+                              "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
+            }),
+        ]},
+    })
+    template.has_resource_properties("AWS::SNS::Subscription", {
+        "Protocol": "email", "Endpoint": "ops@acme.example", "TopicArn": {"Ref": topic_id}})
+    assert topic.subscribed
+    assert not AlarmTopic(bare_stack(), "Alerts").subscribed
 
 
 def test_topic_receives_alarm_and_ok() -> None:

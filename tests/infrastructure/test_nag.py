@@ -98,7 +98,17 @@ def test_acknowledged_findings_are_exactly_the_reviewed_ones(
         (f"{handler}/Role", "AwsSolutions-IAM4"),
         (handler, "AwsSolutions-L1"),
         ("AccessLogs", "AwsSolutions-S1"),
+        ("Alerts/Topic", "AwsSolutions-SNS2"),
     }
+
+
+def test_reasons_state_what_is_granted(default_stack: Synthesized) -> None:
+    """The notifications handler's managed policy grants log actions on every log group:
+    the acknowledgment says so instead of claiming it covers only the handler's logs."""
+    (reason,) = [item.reason for item in default_stack.stack.nag_acknowledgments
+                 if item.rule.startswith("AwsSolutions-IAM4")]
+    assert "only lets it write its own" not in reason
+    assert "every log group" in reason and "'*'" in reason
 
 
 def test_an_unexpected_wildcard_is_still_a_finding(stand_in_layer: Path) -> None:

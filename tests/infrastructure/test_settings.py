@@ -32,6 +32,15 @@ def test_documented_defaults() -> None:
     assert settings.architecture == "arm64"
     assert settings.python_version == "3.13"
     assert settings.reserved_concurrency is None
+    assert settings.account_concurrency == 1000
+    assert settings.event_source_max_concurrency == 10
+    assert settings.workflow_max_concurrency is None
+    assert settings.workflow_concurrency == 100
+    assert settings.workflow_timeout_hours == 24
+    assert (settings.read_uris, settings.allow_whole_bucket_reads) == ((), False)
+    assert (settings.kms_key_arns, settings.bucket_accounts) == ((), ())
+    assert (settings.alarm_topic_arn, settings.alarm_email) == (None, None)
+    assert settings.noncurrent_version_days == 30
     assert settings.resolved_layer_dir == REPO_DIR / "layers" / "build" / "arm64"
     assert settings.queue_visibility_timeout_seconds == 6 * 300
     assert settings.nag is True
@@ -81,7 +90,7 @@ def test_empty_values_mean_whole_bucket_and_any_suffix() -> None:
     ("incoming/", "incoming/"),           # the same prefix
     ("", "results/"),                     # the whole bucket is watched
     ("data/in/", "data/"),                # the watched prefix inside the output prefix
-    ("incoming", "incoming-results/"),    # a prefix is not a folder: "incoming" matches
+    ("incoming", "incoming/results"),     # both made folders: incoming/ and incoming/results/
 ])
 def test_output_inside_watched_prefix_is_rejected(source_prefix: str,
                                                   output_prefix: str) -> None:
@@ -91,6 +100,23 @@ def test_output_inside_watched_prefix_is_rejected(source_prefix: str,
     with pytest.raises(SettingsError, match="outputPrefix"):
         from_context(sourceBucket="acme", outputBucket="acme",
                      sourcePrefix=source_prefix, outputPrefix=output_prefix)
+
+
+def test_every_prefix_is_a_folder() -> None:
+    """``landing`` would grant (and watch) ``landing*``, ``landing-archive/`` included: every
+    prefix setting gets its ``/``, so a sibling prefix is neither watched nor readable."""
+    settings = from_context(sourcePrefix="landing", outputPrefix="landing-results",
+                            workflowResultsPrefix="/landing-runs",
+                            readUris="s3://acme-ref/dim,s3://acme-ref/facts/")
+    assert settings.source_prefix == "landing/"
+    assert settings.output_prefix == "landing-results/"
+    assert settings.workflow_results_prefix == "landing-runs/"
+    assert [r.prefix for r in settings.read_uris] == ["dim/", "facts/"]
+    assert not settings.output.overlaps(settings.watched)
+    # ... and a prefix set without its "/" in code is refused, not silently widened
+    for field in ("source_prefix", "output_prefix", "workflow_results_prefix"):
+        with pytest.raises(SettingsError, match="must .*end(ing)? with '/'"):
+            StackSettings(**{field: "landing"})
 
 
 def test_overlapping_prefixes_in_different_buckets_are_fine() -> None:
@@ -130,6 +156,17 @@ def test_error_message_says_what_to_do() -> None:
     ({"alarmTopicArn": "ops-alerts"}, "alarmTopicArn"),
     ({"batchSize": "20"}, "batchSize"),
     ({"eventSourceMaxConcurrency": "1"}, "eventSourceMaxConcurrency"),
+    ({"eventSourceMaxConcurrency": "1001"}, "eventSourceMaxConcurrency"),
+    ({"workflowTimeoutHours": "0"}, "workflowTimeoutHours"),
+    ({"workflowTimeoutHours": "8761"}, "workflowTimeoutHours"),
+    ({"noncurrentVersionDays": "0"}, "noncurrentVersionDays"),
+    ({"accountConcurrency": "9"}, "accountConcurrency"),
+    ({"alarmEmail": "ops"}, "alarmEmail"),
+    ({"bucketAccounts": "12345"}, "bucketAccounts"),
+    ({"kmsKeyArns": "arn:aws:kms:eu-west-1:123456789012:alias/data"}, "kmsKeyArns"),
+    ({"kmsKeyArns": "arn:aws:kms:eu-west-1:123456789012:key/*"}, "kmsKeyArns"),
+    ({"kmsKeyArns": "1234abcd-12ab-34cd-56ef-1234567890ab"}, "kmsKeyArns"),
+    ({"allowWholeBucketReads": "perhaps"}, "allowWholeBucketReads"),
     ({"workflowMaxConcurrency": "10001"}, "workflowMaxConcurrency"),
     ({"workflowToleratedFailurePercentage": "101"}, "workflowToleratedFailurePercentage"),
     ({"nag": "maybe"}, "nag"),
@@ -150,5 +187,112 @@ def test_suffixes_overlap_only_as_strings() -> None:
 
 def test_largest_values_are_accepted() -> None:
     settings = from_context(ephemeralStorageSize="10240", memorySize="10240",
-                            timeoutSeconds="900", workflowMaxConcurrency="10000")
+                            timeoutSeconds="900", workflowMaxConcurrency="10000",
+                            eventSourceMaxConcurrency="1000", accountConcurrency="20000",
+                            workflowTimeoutHours="8760")
     assert settings.ephemeral_storage_size == 10240
+    assert settings.workflow_concurrency == 10000
+
+
+# ----------------------------------------------------------------------------- wildcards
+#: Each grants more than it names: IAM matches * and ? in the ARNs and s3:prefix conditions
+#: (landing*/ covers landing/, */ covers every folder), ${...} is a policy variable.
+ESCAPES = [
+    ({"sourcePrefix": "landing/", "outputPrefix": "landing*/"}, "outputPrefix", "'\\*'"),
+    ({"outputPrefix": "*/"}, "outputPrefix", "'\\*'"),
+    ({"sourcePrefix": "*", "outputBucket": "acme-out"}, "sourcePrefix", "'\\*'"),
+    ({"sourcePrefix": "landing/", "workflowResultsPrefix": "land?ng/"},
+     "workflowResultsPrefix", "'\\?'"),
+    ({"readUris": "s3://acme-ref/dim*/"}, "readUris", "'\\*'"),
+    ({"readUris": "s3://acme-ref/d?m/"}, "readUris", "'\\?'"),
+    ({"sourcePrefix": "${aws:username}/"}, "sourcePrefix", "'\\$'"),
+    ({"outputPrefix": "out put/"}, "outputPrefix", "' '"),
+    ({"outputPrefix": "100%/"}, "outputPrefix", "'%'"),
+    ({"sourcePrefix": "a+b/"}, "sourcePrefix", "'\\+'"),
+    ({"sourcePrefix": "caf\u00e9/"}, "sourcePrefix", "'\u00e9'"),
+    ({"sourceSuffixes": "*.parquet"}, "sourceSuffixes", "'\\*'"),
+]
+
+
+@pytest.mark.parametrize(("context", "key", "character"), ESCAPES)
+def test_wildcards_and_special_characters_are_refused(context: dict[str, Any], key: str,
+                                                      character: str) -> None:
+    with pytest.raises(SettingsError, match=f"^{key}: .* contains {character}"):
+        from_context(**context)
+
+
+def test_safe_punctuation_is_accepted() -> None:
+    """Hive-style partitions and S3's safe characters stay usable."""
+    settings = from_context(sourcePrefix="landing/year=2024/", outputPrefix="out_(v1)!/",
+                            readUris="s3://acme-ref/it's-dim.v2/")
+    assert settings.source_prefix == "landing/year=2024/"
+
+
+# ----------------------------------------------------------------------------- readUris
+@pytest.mark.parametrize(("context", "match"), [
+    ({"readUris": "s3://acme/results/"}, "overlaps the output location"),
+    ({"readUris": "s3://acme/results/2024/"}, "overlaps the output location"),
+    ({"readUris": "s3://acme/"}, "overlaps the output location"),
+    ({"readUris": "s3://acme-out/sliced/old/", "outputBucket": "acme-out",
+      "outputPrefix": "sliced/"}, "overlaps the output location"),
+    ({"readUris": "s3://acme-ref"}, "names the whole bucket acme-ref.*allowWholeBucketReads"),
+    ({"readUris": "s3://acme-ref/"}, "names the whole bucket"),
+])
+def test_read_uris_never_overlap_the_output_nor_name_a_whole_bucket(
+        context: dict[str, Any], match: str) -> None:
+    with pytest.raises(SettingsError, match=f"^readUris: .*{match}"):
+        from_context(sourceBucket="acme", **context)
+
+
+def test_a_whole_bucket_is_readable_only_when_allowed() -> None:
+    settings = from_context(sourceBucket="acme", readUris="s3://acme-ref",
+                            allowWholeBucketReads="true")
+    assert [(r.bucket, r.prefix) for r in settings.read_uris] == [("acme-ref", "")]
+    # ... never the output's bucket, allowed or not
+    with pytest.raises(SettingsError, match="overlaps the output"):
+        from_context(sourceBucket="acme", readUris="s3://acme", allowWholeBucketReads="true")
+
+
+# ----------------------------------------------------------------------------- concurrency
+def test_concurrency_fits_the_account_by_default() -> None:
+    """The queue's cap (10) and the map's (100) together stay within Lambda's default
+    account quota (1,000); a smaller budget shrinks the map's default to fit."""
+    settings = from_context()
+    assert settings.event_source_max_concurrency + settings.workflow_concurrency <= 1000
+    assert from_context(reservedConcurrency="50").workflow_concurrency == 40
+    assert from_context(accountConcurrency="60").workflow_concurrency == 50
+    assert from_context(eventSourceMaxConcurrency="30",
+                        reservedConcurrency="100").workflow_concurrency == 70
+
+
+@pytest.mark.parametrize("context", [
+    {"workflowMaxConcurrency": "991"},                              # 10 + 991 > 1000
+    {"workflowMaxConcurrency": "1000"},
+    {"eventSourceMaxConcurrency": "1000", "workflowMaxConcurrency": "1"},
+    {"reservedConcurrency": "50", "workflowMaxConcurrency": "41"},  # 10 + 41 > 50
+    {"reservedConcurrency": "5"},                                   # 10 alone > 5
+    {"accountConcurrency": "10"},
+])
+def test_concurrency_beyond_the_budget_is_refused(context: dict[str, Any]) -> None:
+    with pytest.raises(SettingsError,
+                       match="^eventSourceMaxConcurrency \\+ workflowMaxConcurrency: .* exceed"):
+        from_context(**context)
+
+
+def test_reserved_concurrency_leaves_lambdas_unreserved_minimum() -> None:
+    with pytest.raises(SettingsError, match="^reservedConcurrency: 901 exceeds"):
+        from_context(reservedConcurrency="901")
+    assert from_context(reservedConcurrency="900",
+                        workflowMaxConcurrency="890").reserved_concurrency == 900
+    # 0 switches the function off: nothing runs, so no cap is checked against it
+    assert from_context(reservedConcurrency="0").reserved_concurrency == 0
+
+
+def test_lists_of_keys_and_accounts_are_parsed() -> None:
+    keys = ("arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab,"
+            "arn:aws-cn:kms:cn-north-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab")
+    settings = from_context(kmsKeyArns=keys, bucketAccounts="210987654321, 111122223333",
+                            alarmEmail="ops@acme.example")
+    assert settings.kms_key_arns == tuple(keys.split(","))
+    assert settings.bucket_accounts == ("210987654321", "111122223333")
+    assert settings.alarm_email == "ops@acme.example"

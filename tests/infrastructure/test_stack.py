@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from s3slice_cdk import build_app, cdk_json_context
+from s3slice_cdk import NAG_OFF_WARNING, build_app, cdk_json_context
 from s3slice_cdk.function import LayerNotBuiltError
 from s3slice_cdk.settings import SettingsError
 from tests.infrastructure.support import (
     CDK_DIR,
+    KMS_KEY_ARNS,
     REPO_DIR,
     Synthesized,
     state_machine_definition,
@@ -89,6 +90,16 @@ def s3_arn(rest: str) -> dict[str, Any]:
     return join("arn:", {"Ref": "AWS::Partition"}, f":s3:::{rest}")
 
 
+ACCOUNT = {"Ref": "AWS::AccountId"}
+#: The default stack's S3 statements hold only for buckets of the deploying account.
+OWN = {"StringEquals": {"s3:ResourceAccount": ACCOUNT}}
+#: The imported stack's, for the deploying account and bucketAccounts.
+OWNERS = {"StringEquals": {"s3:ResourceAccount": [ACCOUNT, "210987654321"]}}
+#: KMS use only through S3 in the stack's region.
+VIA_S3 = {"StringEquals": {"kms:ViaService": join("s3.", {"Ref": "AWS::Region"},
+                                                  ".amazonaws.com")}}
+
+
 # ----------------------------------------------------------------------------- IAM: default
 def test_function_role_statements_default(default_stack: Synthesized) -> None:
     i = ids(default_stack)
@@ -99,12 +110,12 @@ def test_function_role_statements_default(default_stack: Synthesized) -> None:
         {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Effect": "Allow",
          "Resource": get_att(i["function_logs"])},
         {"Action": XRAY_WRITE, "Effect": "Allow", "Resource": "*"},
-        {"Action": "s3:GetObject", "Effect": "Allow",
+        {"Action": "s3:GetObject", "Effect": "Allow", "Condition": OWN,
          "Resource": join(get_att(i["data"]), "/incoming/*")},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": get_att(i["data"]),
-         "Condition": {"StringLike": {"s3:prefix": ["incoming/*"]}}},
+         "Condition": {**OWN, "StringLike": {"s3:prefix": ["incoming/*"]}}},
         {"Action": ["s3:AbortMultipartUpload", "s3:PutObject"], "Effect": "Allow",
-         "Resource": join(get_att(i["data"]), "/results/*")},
+         "Condition": OWN, "Resource": join(get_att(i["data"]), "/results/*")},
         {"Action": SQS_CONSUME, "Effect": "Allow", "Resource": get_att(i["queue"])},
     ])
     default_stack.template.has_resource_properties("AWS::IAM::Role", {
@@ -123,9 +134,9 @@ def test_state_machine_role_statements_default(default_stack: Synthesized) -> No
          "Resource": [get_att(i["function"]), join(get_att(i["function"]), ":*")]},
         {"Action": STATES_LOGGING_AND_TRACING, "Effect": "Allow", "Resource": "*"},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": get_att(i["data"]),
-         "Condition": {"StringLike": {"s3:prefix": ["incoming/*"]}}},
+         "Condition": {**OWN, "StringLike": {"s3:prefix": ["incoming/*"]}}},
         {"Action": ["s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts",
-                    "s3:PutObject"], "Effect": "Allow",
+                    "s3:PutObject"], "Effect": "Allow", "Condition": OWN,
          "Resource": join(get_att(i["data"]), "/workflow-results/*")},
     ])
     distributed_map = next(v for k, v in policies.items() if "DistributedMapPolicy" in k)
@@ -163,15 +174,19 @@ def test_function_role_statements_imported(imported_stack: Synthesized) -> None:
         {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Effect": "Allow",
          "Resource": get_att(i["function_logs"])},
         {"Action": XRAY_WRITE, "Effect": "Allow", "Resource": "*"},
-        {"Action": "s3:GetObject", "Effect": "Allow",
+        {"Action": "s3:GetObject", "Effect": "Allow", "Condition": OWNERS,
          "Resource": [s3_arn("acme-landing/events/*"), s3_arn("acme-reference/dim/*"),
                       s3_arn("acme-landing/manual/*")]},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-landing"),
-         "Condition": {"StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
+         "Condition": {**OWNERS, "StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-reference"),
-         "Condition": {"StringLike": {"s3:prefix": ["dim/*"]}}},
+         "Condition": {**OWNERS, "StringLike": {"s3:prefix": ["dim/*"]}}},
         {"Action": ["s3:AbortMultipartUpload", "s3:PutObject"], "Effect": "Allow",
-         "Resource": s3_arn("acme-results/sliced/*")},
+         "Condition": OWNERS, "Resource": s3_arn("acme-results/sliced/*")},
+        # kms:Decrypt to read, kms:GenerateDataKey (and Decrypt) to write: on exactly the
+        # keys given, through S3 only
+        {"Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Effect": "Allow",
+         "Condition": VIA_S3, "Resource": list(KMS_KEY_ARNS)},
         {"Action": SQS_CONSUME, "Effect": "Allow", "Resource": get_att(i["queue"])},
     ])
 
@@ -186,12 +201,14 @@ def test_state_machine_role_statements_imported(imported_stack: Synthesized) -> 
          "Resource": [get_att(i["function"]), join(get_att(i["function"]), ":*")]},
         {"Action": STATES_LOGGING_AND_TRACING, "Effect": "Allow", "Resource": "*"},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-landing"),
-         "Condition": {"StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
+         "Condition": {**OWNERS, "StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-reference"),
-         "Condition": {"StringLike": {"s3:prefix": ["dim/*"]}}},
+         "Condition": {**OWNERS, "StringLike": {"s3:prefix": ["dim/*"]}}},
         {"Action": ["s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts",
-                    "s3:PutObject"], "Effect": "Allow",
+                    "s3:PutObject"], "Effect": "Allow", "Condition": OWNERS,
          "Resource": s3_arn("acme-results/runs/*")},
+        {"Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Effect": "Allow",
+         "Condition": VIA_S3, "Resource": list(KMS_KEY_ARNS)},
     ])
     distributed_map = next(v for k, v in policies.items() if "DistributedMapPolicy" in k)
     assert [s["Action"] for s in distributed_map] == [
@@ -225,8 +242,11 @@ def test_every_role_and_policy_is_accounted_for(which: str,
     assert set(roles) == {i["function_role"], i["state_machine_role"], handler_role}
     for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::User", "AWS::IAM::Group",
                  "AWS::IAM::InstanceProfile", "AWS::IAM::AccessKey", "AWS::Lambda::Permission",
-                 "AWS::Lambda::Url", "AWS::SNS::TopicPolicy"):
+                 "AWS::Lambda::Url", "AWS::KMS::Key", "AWS::KMS::Grant"):
         assert synth.resources(kind) == {}, kind
+    # The one topic policy is the stack's own alarm topic's (asserted below).
+    assert len(synth.resources("AWS::SNS::TopicPolicy")) == (
+        1 if synth.stack.owned_alarm_topic is not None else 0)
     trusted = {i["function_role"]: "lambda.amazonaws.com",
                i["state_machine_role"]: "states.amazonaws.com",
                handler_role: "lambda.amazonaws.com"}
@@ -258,25 +278,76 @@ def test_every_role_and_policy_is_accounted_for(which: str,
 @pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
 def test_resource_policies_refuse_plain_http_and_allow_only_services(
         which: str, request: pytest.FixtureRequest) -> None:
-    """Bucket and queue policies: first a deny of non-TLS requests, then only allows for
-    an AWS service acting for a named source (S3 notifications, S3 server access logs)."""
+    """Bucket, queue and topic policies: first a deny of non-TLS requests, then only allows
+    for an AWS service acting for a named source (S3 notifications, S3 server access logs,
+    CloudWatch alarms) in a named account (``aws:SourceAccount``)."""
     synth: Synthesized = request.getfixturevalue(which)
     policies = {**synth.resources("AWS::S3::BucketPolicy"),
-                **synth.resources("AWS::SQS::QueuePolicy")}
-    assert len(policies) == (4 if synth.stack.data_bucket is not None else 2)
+                **synth.resources("AWS::SQS::QueuePolicy"),
+                **synth.resources("AWS::SNS::TopicPolicy")}
+    assert len(policies) == (5 if synth.stack.data_bucket is not None else 2)
+    allowed = 0
     for name, policy in policies.items():
         deny, *allows = policy["Properties"]["PolicyDocument"]["Statement"]
-        assert (deny["Effect"], deny["Principal"], deny["Condition"]) == (
-            "Deny", {"AWS": "*"}, {"Bool": {"aws:SecureTransport": "false"}}), name
+        assert (deny["Effect"], deny["Condition"]) == (
+            "Deny", {"Bool": {"aws:SecureTransport": "false"}}), name
+        assert deny["Principal"] in ({"AWS": "*"}, "*"), name
         for allow in allows:
+            allowed += 1
             assert allow["Effect"] == "Allow", name
             assert list(allow["Principal"]) == ["Service"], name
             assert allow["Principal"]["Service"] in {"s3.amazonaws.com",
-                                                     "logging.s3.amazonaws.com"}, name
+                                                     "logging.s3.amazonaws.com",
+                                                     "cloudwatch.amazonaws.com"}, name
             assert "aws:SourceArn" in allow["Condition"]["ArnLike"], name
+            accounts = allow["Condition"]["StringEquals"]["aws:SourceAccount"]
+            assert ACCOUNT in (accounts if isinstance(accounts, list) else [accounts]), name
             actions = allow["Action"]
             actions = [actions] if isinstance(actions, str) else actions
             assert not [a for a in actions if "*" in a], name
+    assert allowed == (3 if synth.stack.data_bucket is not None else 1)
+
+
+def test_queue_trusts_s3_only_for_the_watched_bucket_and_its_accounts(
+        default_stack: Synthesized, imported_stack: Synthesized) -> None:
+    for synth, bucket, accounts in (
+            (default_stack, get_att(ids(default_stack)["data"]), ACCOUNT),
+            (imported_stack, s3_arn("acme-landing"), [ACCOUNT, "210987654321"])):
+        policy = synth.json["Resources"][
+            synth.logical_id(synth.stack.triggers.queue.node.find_child("Policy"))]
+        allow = policy["Properties"]["PolicyDocument"]["Statement"][1]
+        assert allow["Principal"] == {"Service": "s3.amazonaws.com"}
+        assert allow["Condition"] == {"ArnLike": {"aws:SourceArn": bucket},
+                                      "StringEquals": {"aws:SourceAccount": accounts}}
+
+
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+def test_every_s3_statement_is_pinned_to_the_bucket_owners(
+        which: str, request: pytest.FixtureRequest) -> None:
+    """``s3:ResourceAccount`` on every S3 statement of the function's and the workflow's
+    roles: a bucket name re-registered by another account is never trusted."""
+    synth: Synthesized = request.getfixturevalue(which)
+    i = ids(synth)
+    expected = OWN if synth.stack.data_bucket is not None else OWNERS
+    found = 0
+    for role in (i["function_role"], i["state_machine_role"]):
+        for statements in policy_statements(synth, role).values():
+            for statement in statements:
+                actions = statement["Action"]
+                actions = [actions] if isinstance(actions, str) else actions
+                if any(a.startswith("s3:") for a in actions):
+                    found += 1
+                    assert statement["Condition"]["StringEquals"] == (
+                        expected["StringEquals"]), statement
+    assert found == (5 if synth.stack.data_bucket is not None else 7)
+
+
+def test_no_kms_grant_without_kms_keys(default_stack: Synthesized) -> None:
+    for policy in default_stack.resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            assert not [a for a in actions if a.startswith("kms:")], statement
 
 
 @pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
@@ -338,7 +409,7 @@ def test_function_settings_imported(imported_stack: Synthesized) -> None:
     assert function["Architectures"] == ["x86_64"]
     assert (function["MemorySize"], function["EphemeralStorage"], function["Timeout"]) == (
         4096, {"Size": 10240}, 600)
-    assert function["ReservedConcurrentExecutions"] == 50
+    assert function["ReservedConcurrentExecutions"] == 600
     imported_stack.template.has_resource_properties("AWS::Lambda::LayerVersion", {
         "CompatibleRuntimes": ["python3.12"], "CompatibleArchitectures": ["x86_64"]})
     imported_stack.template.has_resource_properties("AWS::Logs::LogGroup",
@@ -423,10 +494,32 @@ def test_workflow_retries_and_catches_every_error_type_by_name(
 
 
 # ----------------------------------------------------------------------------- alarms
-def test_alarms_default_have_no_actions(default_stack: Synthesized) -> None:
+def warnings(synth: Synthesized) -> list[str]:
+    """The CDK warnings on the stack (what synth prints), by their ids."""
+    return [str(entry.data) for entry in synth.stack.node.metadata
+            if entry.type == "aws:cdk:warning"]
+
+
+def test_alarms_default_notify_the_stacks_own_topic(default_stack: Synthesized) -> None:
+    """Without alarmTopicArn the stack creates a TLS-only topic the five alarms notify, and
+    synth warns that nobody is subscribed to it."""
+    topic = default_stack.stack.owned_alarm_topic
+    assert topic is not None
+    ref = {"Ref": default_stack.logical_id(topic)}
     default_stack.template.resource_count_is("AWS::CloudWatch::Alarm", 5)
     default_stack.template.all_resources_properties("AWS::CloudWatch::Alarm", {
-        "AlarmActions": Match.absent()})
+        "AlarmActions": [ref], "OKActions": [ref]})
+    default_stack.template.resource_count_is("AWS::SNS::Subscription", 0)
+    (policy,) = default_stack.resources("AWS::SNS::TopicPolicy").values()
+    deny, allow = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert (deny["Effect"], deny["Action"]) == ("Deny", "sns:Publish")
+    alarms = sorted(default_stack.logical_id(a) for a in default_stack.stack.alarms.all)
+    assert allow["Action"] == "sns:Publish"
+    assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert sorted(a["Fn::GetAtt"][0] for a in allow["Condition"]["ArnLike"]["aws:SourceArn"]
+                  ) == alarms
+    assert default_stack.json["Outputs"]["AlarmTopicArn"]["Value"] == ref
+    assert any("no subscriber" in w for w in warnings(default_stack))
 
 
 def test_alarms_notify_the_topic(imported_stack: Synthesized) -> None:
@@ -435,12 +528,90 @@ def test_alarms_notify_the_topic(imported_stack: Synthesized) -> None:
         "AlarmActions": [topic], "OKActions": [topic]})
     imported_stack.template.has_resource_properties("AWS::CloudWatch::Alarm", {
         "MetricName": "Duration", "ExtendedStatistic": "p99", "Threshold": 0.9 * 600_000})
+    imported_stack.template.resource_count_is("AWS::SNS::Topic", 0)
+    imported_stack.template.has_resource_properties("AWS::SNS::Subscription", {
+        "Protocol": "email", "Endpoint": "ops@acme.example", "TopicArn": topic})
+    assert not [w for w in warnings(imported_stack) if "no subscriber" in w]
+
+
+def test_nag_off_is_announced(default_stack: Synthesized, stand_in_layer: Path,
+                              tmp_path: Path) -> None:
+    """The fixtures synthesize with nag=false: synth carries the warning; with nag on
+    (the default) it does not."""
+    assert NAG_OFF_WARNING in "".join(warnings(default_stack))
+    _, stack = build_app({**cdk_json_context(), "layerDir": str(stand_in_layer)},
+                         outdir=str(tmp_path))
+    assert not [e for e in stack.node.metadata
+                if e.type == "aws:cdk:warning" and NAG_OFF_WARNING in str(e.data)]
 
 
 def test_outputs(default_stack: Synthesized) -> None:
     assert set(default_stack.json["Outputs"]) == {
         "FunctionName", "StateMachineArn", "QueueUrl", "DeadLetterQueueUrl", "WatchedUri",
-        "OutputUri", "WorkflowResultsUri"}
+        "OutputUri", "WorkflowResultsUri", "AlarmTopicArn"}
+
+
+# ----------------------------------------------------------------------------- bounds
+def test_concurrency_is_bounded_by_default(default_stack: Synthesized) -> None:
+    """The queue may run at most 10 invocations at once and the map 100: together far
+    below Lambda's default 1,000 per account."""
+    default_stack.template.has_resource_properties("AWS::Lambda::EventSourceMapping", {
+        "ScalingConfig": {"MaximumConcurrency": 10}})
+    state = state_machine_definition(default_stack.json)["States"]["ProcessObjects"]
+    assert state["MaxConcurrency"] == 100
+
+
+def test_state_machine_times_out(default_stack: Synthesized,
+                                 imported_stack: Synthesized) -> None:
+    assert state_machine_definition(default_stack.json)["TimeoutSeconds"] == 24 * 3600
+    assert state_machine_definition(imported_stack.json)["TimeoutSeconds"] == 6 * 3600
+
+
+def test_data_bucket_expires_noncurrent_versions(default_stack: Synthesized) -> None:
+    i = ids(default_stack)
+    bucket = default_stack.json["Resources"][i["data"]]["Properties"]
+    assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert bucket["LifecycleConfiguration"] == {"Rules": [{
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 30},
+        "ExpiredObjectDeleteMarker": True,
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+        "Status": "Enabled"}]}
+
+
+def test_variant_settings_reach_the_template(stand_in_layer: Path, tmp_path: Path) -> None:
+    """A prefix without its "/" is granted and watched as a folder; a reserved concurrency
+    shrinks the map's default to fit beside the queue's; an e-mail subscribes to the
+    stack's topic; noncurrentVersionDays reaches the data bucket."""
+    from aws_cdk.assertions import Template
+
+    _, stack = build_app({**cdk_json_context(), "nag": False, "layerDir": str(stand_in_layer),
+                          "sourcePrefix": "landing", "reservedConcurrency": "50",
+                          "alarmEmail": "ops@acme.example", "noncurrentVersionDays": "7"},
+                         outdir=str(tmp_path))
+    template = Template.from_stack(stack)
+    synth = Synthesized(app=stack.node.root, stack=stack, template=template,  # type: ignore[arg-type]
+                        json=template.to_json())
+    i = ids(synth)
+    (statements,) = policy_statements(synth, i["function_role"]).values()
+    (get,) = [s for s in statements if s["Action"] == "s3:GetObject"]
+    assert get["Resource"] == join(get_att(i["data"]), "/landing/*")
+    (notifications,) = synth.resources("Custom::S3BucketNotifications").values()
+    for configuration in notifications["Properties"]["NotificationConfiguration"][
+            "QueueConfigurations"]:
+        assert {"Name": "prefix", "Value": "landing/"} in configuration["Filter"]["Key"][
+            "FilterRules"]
+    assert state_machine_definition(synth.json)["States"]["ProcessObjects"][
+        "MaxConcurrency"] == 40
+    template.has_resource_properties("AWS::Lambda::EventSourceMapping", {
+        "ScalingConfig": {"MaximumConcurrency": 10}})
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "ReservedConcurrentExecutions": 50})
+    template.has_resource_properties("AWS::SNS::Subscription", {
+        "Protocol": "email", "Endpoint": "ops@acme.example",
+        "TopicArn": {"Ref": synth.logical_id(stack.owned_alarm_topic)}})
+    template.has_resource_properties("AWS::S3::Bucket", {"LifecycleConfiguration": {
+        "Rules": [Match.object_like({"NoncurrentVersionExpiration": {"NoncurrentDays": 7}})]}})
+    assert not [w for w in warnings(synth) if "no subscriber" in w]
 
 
 def test_stack_is_environment_agnostic(default_stack: Synthesized) -> None:
@@ -457,6 +628,28 @@ def test_output_inside_watched_prefix_fails_synth(stand_in_layer: Path) -> None:
     with pytest.raises(SettingsError, match="outputPrefix"):
         build_app({**cdk_json_context(), "layerDir": str(stand_in_layer),
                    "sourcePrefix": "data/", "outputPrefix": "data/out/"})
+
+
+@pytest.mark.parametrize(("context", "key"), [
+    ({"sourcePrefix": "landing/", "outputPrefix": "landing*/"}, "outputPrefix"),
+    ({"outputPrefix": "*/"}, "outputPrefix"),
+    ({"sourceBucket": "my-data", "outputBucket": "my-out", "sourcePrefix": "*"},
+     "sourcePrefix"),
+    ({"sourcePrefix": "landing/", "workflowResultsPrefix": "land?ng/"},
+     "workflowResultsPrefix"),
+    ({"readUris": "s3://acme-ref/d*"}, "readUris"),
+    ({"sourceBucket": "my-data", "readUris": "s3://my-data/results/"}, "readUris"),
+    ({"readUris": "s3://acme-ref"}, "readUris"),
+    ({"workflowMaxConcurrency": "1000"}, "eventSourceMaxConcurrency + workflowMaxConcurrency"),
+    ({"reservedConcurrency": "20", "workflowMaxConcurrency": "20"},
+     "eventSourceMaxConcurrency + workflowMaxConcurrency"),
+    ({"kmsKeyArns": "arn:aws:kms:eu-west-1:123456789012:alias/data"}, "kmsKeyArns"),
+])
+def test_escapes_fail_synth(stand_in_layer: Path, context: dict[str, Any], key: str) -> None:
+    """Each context that would grant more than it names (an IAM wildcard, a read of the
+    output, a whole bucket) or run more than the budget stops synth, naming the key."""
+    with pytest.raises(SettingsError, match=f"^{re.escape(key)}"):
+        build_app({**cdk_json_context(), "layerDir": str(stand_in_layer), **context})
 
 
 def test_app_entry_point_prints_the_reason(tmp_path: Path) -> None:

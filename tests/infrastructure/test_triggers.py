@@ -76,7 +76,8 @@ def test_only_the_bucket_may_send(default: tuple[Triggers, Template]) -> None:
             "Effect": "Allow",
             "Principal": {"Service": "s3.amazonaws.com"},
             "Condition": {"ArnLike": {"aws:SourceArn": {
-                "Fn::GetAtt": [Match.string_like_regexp("^Bucket"), "Arn"]}}},
+                "Fn::GetAtt": [Match.string_like_regexp("^Bucket"), "Arn"]}},
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
             "Resource": {"Fn::GetAtt": [queue_id, "Arn"]},
         }])},
     })
@@ -104,7 +105,21 @@ def test_event_source_reports_batch_item_failures(default: tuple[Triggers, Templ
         "EventSourceArn": {"Fn::GetAtt": [queue_id, "Arn"]},
         "FunctionResponseTypes": ["ReportBatchItemFailures"],
         "BatchSize": 10,
-        "ScalingConfig": Match.absent(),
+        # bounded by default: an upload burst queues up instead of taking the account
+        "ScalingConfig": {"MaximumConcurrency": 10},
+    })
+
+
+def test_source_accounts_reach_the_queue_policy() -> None:
+    triggers, template = build(source_accounts=["123456789012", "210987654321"])
+    queue_id = Stack.of(triggers).get_logical_id(triggers.queue.node.default_child)
+    template.has_resource_properties("AWS::SQS::QueuePolicy", {
+        "Queues": [{"Ref": queue_id}],
+        "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
+            "Principal": {"Service": "s3.amazonaws.com"},
+            "Condition": Match.object_like({"StringEquals": {
+                "aws:SourceAccount": ["123456789012", "210987654321"]}}),
+        })])},
     })
 
 

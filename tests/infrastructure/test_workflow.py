@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk import Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
@@ -165,6 +165,10 @@ def test_every_service_error_type_is_retried_or_caught(
     assert load_error_types() == (error_types(retryable=True), error_types(retryable=False))
 
 
+def test_executions_time_out(definition: dict[str, Any]) -> None:
+    assert definition["TimeoutSeconds"] == 24 * 3600
+
+
 def test_logging_and_tracing(default: tuple[Workflow, Template]) -> None:
     workflow, template = default
     log_group_id = Stack.of(workflow).get_logical_id(workflow.log_group.node.default_child)
@@ -196,8 +200,9 @@ def test_grants_itself_no_s3_access(default: tuple[Workflow, Template]) -> None:
 def test_settings_reach_the_definition() -> None:
     _, template = build(max_concurrency=2500, items_per_batch=50,
                         tolerated_failure_percentage=0, default_output_format="json",
-                        results_prefix="runs/")
+                        results_prefix="runs/", timeout=Duration.minutes(90))
     definition = state_machine_definition(template.to_json())
+    assert definition["TimeoutSeconds"] == 90 * 60
     state = definition["States"]["ProcessObjects"]
     assert state["MaxConcurrency"] == 2500
     assert state["ItemBatcher"]["MaxItemsPerBatch"] == 50
