@@ -21,13 +21,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import _bloom, _pages, _plan, _sources
+from ._arrow import compatible, foreign_time_zones, to_polars
 from ._errors import (
     ObjectChangedError,
     ObjectFormatError,
     ObjectNotFoundError,
+    PreconditionFailed,
+    QueryError,
     SchemaConflictError,
+    contained,
+    first_line,
+    is_native_panic,
 )
-from ._fetch import Fetcher, PreconditionFailed, S3Fetcher
+from ._fetch import Fetcher, S3Fetcher
 from ._image import FileImage, Image, MemoryImage
 from ._query import Analysis, analyze, collect
 from ._request import ObjectRef, Request, parse_request
@@ -227,7 +233,8 @@ class Engine:
             with ThreadPoolExecutor(workers, thread_name_prefix="s3slice-obj") as pool:
                 results = list(pool.map(self.bind(one), work))
         self.deadline()
-        with timings.phase("execute"):
+        with timings.phase("execute"), contained(
+                lambda text: QueryError(f"polars failed running the query: {text}")):
             per_object = None
             if analysis.per_object and len(results) > 1:
                 per_object = [(r.obj, collect(analysis.finish(r.frame.lazy())))
@@ -274,20 +281,27 @@ class Engine:
 
     def read_object(self, obj: ObjectRef, analysis: Analysis, timings: Timings,
                     spec: InputSpec | None = None) -> ObjectResult:
-        """Read one object; an ETag change mid-read restarts it once."""
+        """Read one object; an ETag change mid-read restarts it once, trusting nothing the
+        caller knew of it (an event's size and ETag describe the object it announced).
+
+        Whatever a native library raises or panics with while reading it is an
+        :class:`ObjectFormatError` naming the object.
+        """
         effective = input_for_key(obj.key, spec)
 
         def attempt(o: ObjectRef) -> ObjectResult:
-            if effective.format != "parquet":
-                return self._read_text(o, analysis, effective, timings)
-            return self._read_parquet(o, analysis, timings)
+            with contained(lambda text: ObjectFormatError(f"unreadable: {text}", uri=o.uri),
+                           native=(pl.exceptions.PolarsError, pa.ArrowException)):
+                if effective.format != "parquet":
+                    return self._read_text(o, analysis, effective, timings)
+                return self._read_parquet(o, analysis, timings)
 
         try:
             return attempt(obj)
         except PreconditionFailed:
             logger.warning("object changed during the read; restarting", extra={"uri": obj.uri})
         try:
-            return attempt(dataclasses.replace(obj, etag=None))
+            return attempt(dataclasses.replace(obj, etag=None, size=None))
         except PreconditionFailed:
             raise ObjectChangedError("the object changed twice while being read",
                                      uri=obj.uri) from None
@@ -358,7 +372,8 @@ class Engine:
             # Small and of known size: the whole object in one GET, no footer round trip.
             image = MemoryImage(obj.size)
             try:
-                self.fetcher.get_ranges(obj, [(0, obj.size)], etag=obj.etag, sink=image.write,
+                self.fetcher.get_ranges(obj, [(0, obj.size)], etag=obj.etag,
+                                        sink=_magic_checked(image.write, obj.uri),
                                         concurrency=1)
                 with image.source() as f:
                     tail = _read_at(f, max(0, obj.size - s.footer_size),
@@ -454,7 +469,8 @@ class Engine:
                                       if strategy.startswith("whole")
                                       else plan.fetch_ranges(s, held=held))
                             self.deadline()
-                            self.fetcher.get_ranges(obj, ranges, etag=etag, sink=image.write,
+                            self.fetcher.get_ranges(obj, ranges, etag=etag,
+                                                    sink=_magic_checked(image.write, obj.uri),
                                                     concurrency=s.max_concurrency)
                     with timings.phase("execute"):
                         frame, inputs["decoder"] = self._decode(
@@ -556,13 +572,11 @@ class Engine:
             ranges = _plan.parts(_plan.coalesce(pages.fetch_ranges(), s.max_gap), s)
             held = self._fetch_held(obj, ranges, etag, _pages.Held())
         with timings.phase("execute"):
-            schema = footer.metadata.schema.to_arrow_schema()
+            schema = footer.arrow_schema
             table = _pages.decode(footer, pages, held.read,
                                   pa.schema([schema.field(c) for c in plan.columns]),
                                   uri=obj.uri)
-            frame = pl.from_arrow(table, rechunk=False)
-            assert isinstance(frame, pl.DataFrame)
-            return collect(analysis.prefilter(frame.lazy()))
+            return collect(analysis.prefilter(to_polars(table).lazy()))
 
     def _read_batches(self, obj: ObjectRef, plan: _plan.Plan, analysis: Analysis,
                       etag: str | None, timings: Timings) -> pl.DataFrame:
@@ -612,44 +626,94 @@ class Engine:
         by this plan, so it is used only when every row group it could read is in the image
         (the whole object, or a plan that keeps every group); otherwise, or when polars
         fails, pyarrow decodes exactly ``groups`` and polars filters after.
+
+        No result is built from fewer rows than the footer declares: a decoder that returns
+        another number of rows has failed, and the other decoder is tried. polars' filter
+        while decoding hides the count, so it is used with a filter only on columns of flat
+        types (the decoders differ on nested ones: legacy two-level lists, for one). When
+        both disagree with the footer the object is an :class:`ObjectFormatError`.
         """
         md = plan.footer.metadata
         columns = list(plan.columns)
-        arrow_schema = md.schema.to_arrow_schema()
-        if (image is not None and groups
-                and (complete or len(groups) == md.num_row_groups)):
-            try:
-                return self._decode_polars(image.reader_source(), columns, arrow_schema,
-                                           analysis), "polars"
-            except Exception as e:  # noqa: BLE001 - pyarrow decides what the error is
-                logger.debug("polars could not decode; pyarrow decodes",
-                             extra={"uri": obj.uri, "error": str(e)})
+        schema = plan.footer.arrow_schema
+        if image is None or not groups:
+            return collect(analysis.prefilter(
+                to_polars(schema.empty_table().select(columns)).lazy())), "pyarrow"
+        expected = sum(md.row_group(g).num_rows for g in groups)
+        whole = complete or len(groups) == md.num_row_groups
+        counted = analysis.where is None and analysis.early_limit is None
+        readable = not foreign_time_zones(pa.schema([schema.field(c) for c in columns]))
+        got: dict[str, int] = {}
+        if whole and readable and (counted or not _plan.nested_columns(md) & set(columns)):
+            frame = self._try_polars(obj, image, columns, schema, analysis if not counted
+                                     else None, got)
+            if frame is not None and (not counted or frame.height == expected):
+                return (frame if not counted else collect(analysis.prefilter(frame.lazy())),
+                        "polars")
         try:
-            if image is None or not groups:
-                table = arrow_schema.empty_table().select(columns)
-            else:
-                pf = pq.ParquetFile(image.source(), metadata=md)
-                table = pf.read_row_groups(list(groups), columns=columns, use_threads=True)
+            pf = pq.ParquetFile(image.source(), metadata=md,
+                                coerce_int96_timestamp_unit=_plan.INT96_UNIT)
+            table = pf.read_row_groups(list(groups), columns=columns, use_threads=True)
         except (OSError, pa.ArrowException, ValueError) as e:
             raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
+        got["pyarrow"] = table.num_rows
+        if table.num_rows != expected and whole and readable and "polars" not in got:
+            frame = self._try_polars(obj, image, columns, schema, None, got)
+            if frame is not None and frame.height == expected:
+                return collect(analysis.prefilter(frame.lazy())), "polars"
+        if table.num_rows != expected:
+            read = ", ".join(f"{n} by {name}" for name, n in got.items())
+            raise ObjectFormatError(
+                f"row groups {_ranges_text(groups)} hold {expected} rows by the footer, but "
+                f"{read} were decoded; no result is built from fewer rows", uri=obj.uri)
         # The row groups stay separate chunks: rechunking would copy the whole decoded table
         # once more, at twice its memory for a moment.
-        frame = pl.from_arrow(table, rechunk=False)
-        assert isinstance(frame, pl.DataFrame)
-        return collect(analysis.prefilter(frame.lazy())), "pyarrow"
+        return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"
 
     @staticmethod
-    def _decode_polars(source: str | bytes, columns: list[str], arrow_schema: pa.Schema,
-                       analysis: Analysis) -> pl.DataFrame:
-        """The same frame as the pyarrow path, read by polars from the image."""
-        want = pl.from_arrow(arrow_schema.empty_table().select(columns))
-        assert isinstance(want, pl.DataFrame)
-        lf = pl.scan_parquet(source, glob=False, hive_partitioning=False).select(columns)
-        got = lf.collect_schema()
-        casts = [pl.col(c).cast(t) for c, t in want.schema.items() if got[c] != t]
-        if casts:
-            lf = lf.with_columns(casts)
-        return analysis.prefilter(lf).collect()
+    def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Schema,
+                    analysis: Analysis | None, got: dict[str, int]) -> pl.DataFrame | None:
+        """polars' decode of the image (filtered by ``analysis`` when given), or None when
+        it fails or panics; an unfiltered decode's row count goes into ``got``."""
+        want = to_polars(compatible(schema).empty_table().select(columns))
+        try:
+            lf = pl.scan_parquet(image.reader_source(), glob=False,
+                                 hive_partitioning=False).select(columns)
+            have = lf.collect_schema()
+            casts = [pl.col(c).cast(t) for c, t in want.schema.items() if have[c] != t]
+            if casts:
+                lf = lf.with_columns(casts)
+            frame = (analysis.prefilter(lf) if analysis is not None else lf).collect()
+        except BaseException as e:
+            if not (isinstance(e, Exception) or is_native_panic(e)):
+                raise
+            logger.debug("polars could not decode; pyarrow decodes",
+                         extra={"uri": obj.uri, "error": first_line(e)})
+            return None
+        if analysis is None:
+            got["polars"] = frame.height
+        return frame
+
+
+def _ranges_text(groups: Iterable[int]) -> str:
+    """Row group indexes as ``0-3, 7``."""
+    runs: list[list[int]] = []
+    for g in groups:
+        if runs and g == runs[-1][1] + 1:
+            runs[-1][1] = g
+        else:
+            runs.append([g, g])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _magic_checked(sink: Callable[[int, memoryview], None], uri: str
+                   ) -> Callable[[int, memoryview], None]:
+    """``sink``, checking the leading ``PAR1`` of the part that starts the object."""
+    def check(start: int, data: memoryview) -> None:
+        if start == 0 and len(data) >= len(_plan.MAGIC) and data[:4] != _plan.MAGIC:
+            raise ObjectFormatError("not a Parquet object: no PAR1 magic at its start", uri=uri)
+        sink(start, data)
+    return check
 
 
 def _parse_footer_retrying(tail: bytes, obj: ObjectRef, size: int, image: Image) -> _plan.Footer:

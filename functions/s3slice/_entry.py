@@ -32,7 +32,14 @@ from aws_lambda_powertools.utilities.data_classes import SQSRecord
 from . import _events
 from ._config import Config
 from ._engine import Engine
-from ._errors import RequestError, S3SliceError, TimeoutBudgetError
+from ._errors import (
+    ObjectFormatError,
+    RequestError,
+    S3SliceError,
+    TimeoutBudgetError,
+    first_line,
+    is_native_panic,
+)
 from ._observe import logger, record_error, record_stats, tracing
 from ._output import run
 from ._request import ObjectRef, OutputSpec, Query, Request
@@ -84,8 +91,8 @@ def deadline_from(context: Any) -> Callable[[], None]:
         left = remaining()
         if left < SAFETY_MARGIN_MS:
             raise TimeoutBudgetError(
-                f"stopped with {left} ms left before the function's timeout; nothing was "
-                "written. Raise the timeout or narrow the query")
+                f"stopped with {left} ms left before the function's timeout; no partial "
+                "output was written. Raise the timeout or narrow the query")
     return check
 
 
@@ -170,9 +177,15 @@ def _run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, outpu
                             "reason": "under the output location"})
             continue
         try:
-            response = run_object(obj, query, output, engine)
-        except TimeoutBudgetError:
-            raise  # no time left for the others either
+            response = _contained_run(obj, query, output, engine)
+        except TimeoutBudgetError as e:
+            done = [r["source"] for r in results if r["status"] == "ok"]
+            if done:  # no time left for the others either; say what did finish
+                e.message = (f"{e.message} ({len(done)} object(s) before it were processed "
+                             f"and their outputs are complete: {', '.join(done[:5])}"
+                             f"{' …' if len(done) > 5 else ''})")
+                e.args = (e.message,)
+            raise
         except S3SliceError as e:
             record_error(type(e).__name__)
             logger.warning("object failed", extra={"object": obj.uri, "error": e.to_dict()})
@@ -188,12 +201,30 @@ def _run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, outpu
     if failures:
         first = failures[0]
         if len(objects) > 1:
+            rest = len(objects) - len(failures)
             first.message = (f"{first.message} ({len(failures)} of {len(objects)} objects "
-                             "failed; the rest were processed)")
+                             f"failed; the other {rest} were processed)" if rest else
+                             f"{first.message} (all {len(objects)} objects failed)")
             first.args = (first.message,)
         raise first
     response = {"status": "ok", "objects": results, "stats": totals}
     return _compact(response) if compact else response
+
+
+def _contained_run(obj: ObjectRef, query: Query, output: OutputSpec,
+                   engine: Engine) -> dict[str, Any]:
+    """:func:`run_object`, with a native panic from any phase the engine does not type
+    itself an :class:`ObjectFormatError` of this object: one object never takes its batch
+    down."""
+    try:
+        return run_object(obj, query, output, engine)
+    except S3SliceError:
+        raise
+    except BaseException as e:
+        if is_native_panic(e):
+            raise ObjectFormatError(f"a native library failed on it: {first_line(e)}",
+                                    uri=obj.uri) from e
+        raise
 
 
 def _compact(response: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,9 @@ Lambda reports it as ``errorType``, so Step Functions can ``Retry``/``Catch`` by
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 
 class S3SliceError(Exception):
     """Base of every error the service raises on purpose."""
@@ -126,6 +129,11 @@ class S3SliceThrottledError(S3SliceTransientError):
     """S3 kept answering SlowDown/503 past the retries."""
 
 
+class PreconditionFailed(Exception):
+    """The object is not the one a read was pinned to (its ETag or size changed): the
+    engine restarts the read. Never leaves the engine."""
+
+
 def error_types(*, retryable: bool) -> tuple[str, ...]:
     """Every error type name the service can raise, permanent or retryable.
 
@@ -140,3 +148,36 @@ def error_types(*, retryable: bool) -> tuple[str, ...]:
         if cls is not S3SliceError and cls.retryable == retryable:
             names.append(cls.__name__)
     return tuple(sorted(names))
+
+
+def is_native_panic(e: BaseException) -> bool:
+    """Whether ``e`` is a Rust panic surfacing through pyo3 (polars, obstore, thriftpy2's
+    peers). Each pyo3 extension defines its own ``pyo3_runtime.PanicException``, a
+    ``BaseException`` that ``except Exception`` does not catch, so it is known by name."""
+    cls = type(e)
+    return cls.__name__ == "PanicException" and cls.__module__ == "pyo3_runtime"
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's text (native errors append pages of context)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+@contextmanager
+def contained(typed: Callable[[str], S3SliceError], *,
+              native: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Turn a native library's panic (and its ``native`` error types) into ``typed(text)``.
+
+    Service errors pass through unchanged. Used around each phase that runs native code
+    (decode, execute, write), so that no panic escapes as an untyped ``BaseException``:
+    the caller's batch isolation then holds as for any other typed error.
+    """
+    try:
+        yield
+    except S3SliceError:
+        raise
+    except BaseException as e:
+        if is_native_panic(e) or (native and isinstance(e, native)):
+            raise typed(first_line(e)) from e
+        raise

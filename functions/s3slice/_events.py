@@ -151,8 +151,9 @@ def parse_batch_input(raw: object) -> BatchInput:
         if not isinstance(bucket, str) or not bucket:
             raise RequestError(f"expected a bucket name, got {bucket!r}",
                                field="BatchInput.bucket")
-        if bucket.startswith("s3://"):
-            bucket = parse_s3_uri(bucket, field="BatchInput.bucket")[0]
+        if bucket.startswith("s3://"):  # s3://bucket or s3://bucket/ names the bucket too
+            bucket = parse_s3_uri(bucket if "/" in bucket[5:] else f"{bucket}/",
+                                  field="BatchInput.bucket")[0]
     query = None
     if raw.get("query") is not None:
         q = raw["query"]

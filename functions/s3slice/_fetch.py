@@ -20,9 +20,14 @@ from ._errors import (
     ObjectError,
     ObjectNotFoundError,
     OutputError,
+    PreconditionFailed,
+    S3SliceError,
     S3SliceThrottledError,
     S3SliceTransientError,
+    first_line,
+    is_native_panic,
 )
+from ._fetch_exact import ExactKeys, addressable
 from ._request import ObjectRef
 from ._settings import Settings
 
@@ -33,10 +38,6 @@ if TYPE_CHECKING:
 Range = tuple[int, int]
 # Called with each fetched part as it arrives: (start offset, bytes-like).
 PartSink = Callable[[int, memoryview], None]
-
-
-class PreconditionFailed(Exception):
-    """The object's ETag is not the one the read was pinned to."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,7 +74,8 @@ class Fetcher(Protocol):
                    sink: PartSink, concurrency: int) -> None:
         """Fetch every range, in parallel, handing each to ``sink`` as it arrives.
 
-        Raises :class:`PreconditionFailed` if the object's ETag is no longer ``etag``.
+        Raises :class:`PreconditionFailed` if the object's ETag is no longer ``etag``, or
+        its size is not ``obj.size`` (when given).
         """
         ...
 
@@ -114,6 +116,8 @@ class S3Fetcher:
         self.counters = Counters()
         self._stores: dict[str, Any] = {}
         self._lock = threading.Lock()
+        #: Keys obstore cannot name exactly (``a//b``, ``./``) go through boto3.
+        self.exact = ExactKeys(settings)
 
     def _store(self, bucket: str) -> Any:
         """One obstore client per bucket, created on first use and kept while warm.
@@ -150,6 +154,8 @@ class S3Fetcher:
             return store
 
     def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+        if not addressable(obj.key):
+            return self._exact_tail(obj, nbytes)
         import obstore
 
         store = self._store(obj.bucket)
@@ -178,6 +184,11 @@ class S3Fetcher:
                    sink: PartSink, concurrency: int) -> None:
         if not ranges:
             return
+        if not addressable(obj.key):
+            for start, data, size in self.exact.get_many(obj, ranges, etag, concurrency):
+                self._accept(obj, start, ranges, data, size)
+                sink(start, memoryview(data))
+            return
         import obstore
 
         store = self._store(obj.bucket)
@@ -190,10 +201,7 @@ class S3Fetcher:
                 result = await obstore.get_async(store, obj.key, options=options)
                 data = await result.bytes_async()
             view = memoryview(data)
-            if len(view) != end - start:
-                raise S3SliceTransientError(
-                    f"{obj.uri}: asked for bytes {start}-{end - 1}, got {len(view)} bytes")
-            self.counters.add(len(view))
+            self._accept(obj, start, [(start, end)], view, int(result.meta["size"]))
             sink(start, view)
 
         async def run_all() -> None:
@@ -208,39 +216,82 @@ class S3Fetcher:
 
         try:
             _run_async(run_all())
-        except (PreconditionFailed, S3SliceTransientError):
+        except (PreconditionFailed, S3SliceError):  # the sink's own errors, too
             raise
         except Exception as e:
             raise _map_error(e, obj.uri) from e
 
+    def _accept(self, obj: ObjectRef, start: int, ranges: Sequence[Range],
+                data: bytes | memoryview, size: int) -> None:
+        """Count a fetched part, after checking that it is the part of the object asked for:
+        an object of another size than the caller knew (an event's stale size) or one that
+        ends before the part does has changed, and the read restarts."""
+        end = next(b for a, b in ranges if a == start)
+        if (obj.size is not None and size != obj.size) or size < end:
+            raise PreconditionFailed(obj.uri)
+        if len(data) != end - start:
+            raise S3SliceTransientError(
+                f"{obj.uri}: asked for bytes {start}-{end - 1}, got {len(data)} bytes")
+        self.counters.add(len(data))
+
+    def _exact_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+        from botocore.exceptions import ClientError
+
+        try:
+            data, size, etag = self.exact.get(obj, f"bytes=-{nbytes}")
+        except S3SliceTransientError as e:
+            if not isinstance(e.__cause__, ClientError) or "InvalidRange" not in str(e):
+                raise
+            size, etag = self.exact.head(obj)  # an empty object has no range to read
+            if size != 0:
+                raise
+            data = b""
+        self.counters.add(len(data))
+        return Tail(data=data, size=size, etag=etag)
+
     def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
         import obstore
+        import obstore.exceptions as oe
 
-        store = self._store(bucket)
         refs: list[ObjectRef] = []
-        try:
-            for batch in obstore.list(store, prefix=prefix or None, chunk_size=1000):
-                self.counters.add(0)
-                refs.extend(ObjectRef(bucket=bucket, key=m["path"], size=int(m["size"]),
-                                      etag=m.get("e_tag")) for m in batch)
-        except Exception as e:
-            raise _map_error(e, f"s3://{bucket}/{prefix}") from e
+        if not prefix or addressable(prefix.removesuffix("/")):
+            store = self._store(bucket)
+            try:
+                for batch in obstore.list(store, prefix=prefix or None, chunk_size=1000):
+                    self.counters.add(0)
+                    refs.extend(ObjectRef(bucket=bucket, key=m["path"], size=int(m["size"]),
+                                          etag=m.get("e_tag")) for m in batch)
+                return sorted(refs, key=lambda r: r.key)
+            except oe.InvalidPathError:
+                pass  # a key obstore cannot name: boto3 lists them all as they are
+            except Exception as e:
+                raise _map_error(e, f"s3://{bucket}/{prefix}") from e
+        refs, requests = self.exact.list(bucket, prefix)
+        for _ in range(requests):
+            self.counters.add(0)
         return sorted(refs, key=lambda r: r.key)
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
         import obstore
 
-        store = self._store(bucket)
         try:
-            obstore.put(store, key, data)
-        except Exception as e:
-            mapped = _map_error(e, f"s3://{bucket}/{key}")
-            raise OutputError(f"cannot write s3://{bucket}/{key}: {mapped}") from e
+            if addressable(key):
+                obstore.put(self._store(bucket), key, data)
+            else:
+                self.exact.put(bucket, key, data)
+        except BaseException as e:
+            if not (isinstance(e, Exception) or is_native_panic(e)):
+                raise
+            raise OutputError(f"cannot write s3://{bucket}/{key}: {first_line(e)}") from e
         self.counters.add(0)
 
     def delete(self, bucket: str, key: str) -> None:
         import obstore
 
+        if not addressable(key):
+            self.exact.delete(bucket, key)
+            self.counters.add(0)
+            return
         try:
             obstore.delete(self._store(bucket), key)
         except Exception as e:
@@ -305,7 +356,8 @@ class LocalFetcher:
     def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
                    sink: PartSink, concurrency: int) -> None:
         path = self._path(obj)
-        if etag is not None and self._etag(path) != etag:
+        if ((etag is not None and self._etag(path) != etag)
+                or (obj.size is not None and path.stat().st_size != obj.size)):
             raise PreconditionFailed(obj.uri)
         with path.open("rb") as f:
             for start, end in ranges:

@@ -1,25 +1,26 @@
 """Writing results: serialization, deterministic keys, inline rows, and the response.
 
-An output's key is derived from its source key and a hash of the query, so a retried
-invocation overwrites its earlier output instead of adding a second one. Outputs are
+An output's key is derived from its source's key (extension included) and a hash of the
+query and the source's bucket, so a retried invocation overwrites its earlier output
+instead of adding a second one, and two sources never share an output. Outputs are
 written only after every object has been read; if one write fails, those already written
 by this invocation are deleted, so no partial result is left behind.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
 import json
-import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import polars as pl
 
 from ._engine import Engine, ReadResult, Timings
-from ._errors import OutputError, RequestError, ResultTooLargeError
+from ._errors import OutputError, RequestError, ResultTooLargeError, contained
 from ._request import ObjectRef, OutputSpec, Request, parse_request
 
 # Lambda's synchronous response limit is 6 MB; rows returned inline stay well under it.
@@ -45,8 +46,13 @@ def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
 
 
 def output_key(output: OutputSpec, request: Request, source: ObjectRef | None) -> str:
-    """``<prefix><source key without extension>.<query hash>.<ext>``, or for a result
-    combined from several objects ``<prefix>combined.<hash of query and sources>.<ext>``."""
+    """``<prefix><source key>.<hash of query and source bucket>.<ext>``, or for a result
+    combined from several objects ``<prefix>combined.<hash of query and sources>.<ext>``.
+
+    The source key keeps its extension (``x/data.csv`` and ``x/data.parquet`` are two
+    outputs) and the hash covers its bucket (``s3://a/k`` and ``s3://b/k`` are two too),
+    so distinct sources never share a key.
+    """
     ext = EXTENSIONS[output.format]
     if output.compression == "gzip" and output.format != "parquet":
         ext += ".gz"
@@ -54,12 +60,13 @@ def output_key(output: OutputSpec, request: Request, source: ObjectRef | None) -
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     if source is not None:
-        stem, _ = posixpath.splitext(source.key)
-        return f"{prefix}{stem}.{request.query_hash()}.{ext}"
+        return f"{prefix}{source.key}.{_digest(request.query_hash(), source.bucket)}.{ext}"
     sources = sorted(s.uri for s in request.sources)
-    digest = hashlib.sha256(
-        (request.query_hash() + "\n" + "\n".join(sources)).encode()).hexdigest()[:16]
-    return f"{prefix}combined.{digest}.{ext}"
+    return f"{prefix}combined.{_digest(request.query_hash(), *sources)}.{ext}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -111,12 +118,15 @@ def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
         pieces = [(result.objects[0].obj, result.frame)]
     else:
         pieces = [(None, result.frame)]
+    keys = [output_key(output, request, source) for source, _ in pieces]
+    _check_distinct(keys, [source for source, _ in pieces])
     written: list[tuple[str, str]] = []
     outputs: list[dict[str, Any]] = []
     try:
-        for source, frame in pieces:
-            key = output_key(output, request, source)
-            data = serialize(frame, output)
+        for (source, frame), key in zip(pieces, keys, strict=True):
+            with contained(functools.partial(_unserializable, f"s3://{output.bucket}/{key}"),
+                           native=(pl.exceptions.PolarsError,)):
+                data = serialize(frame, output)
             engine.deadline()
             engine.fetcher.put(output.bucket, key, data)
             written.append((output.bucket, key))
@@ -132,3 +142,21 @@ def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
                                   f"after a failed write: {e}") from e
         raise
     return outputs
+
+
+def _unserializable(uri: str, text: str) -> OutputError:
+    return OutputError(f"cannot serialize the result for {uri}: {text}")
+
+
+def _check_distinct(keys: list[str], sources: list[ObjectRef | None]) -> None:
+    """Refuse, before anything is written, outputs that would overwrite one another (one
+    object named twice in a request)."""
+    seen: dict[str, ObjectRef | None] = {}
+    for key, source in zip(keys, sources, strict=True):
+        if key in seen:
+            first, again = seen[key], source
+            names = (f"{first.uri} and {again.uri}" if first is not None and again is not None
+                     else "two results")
+            raise RequestError(f"{names} would both be written to {key}; name each object "
+                               "once", field="source")
+        seen[key] = source

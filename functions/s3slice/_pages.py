@@ -461,7 +461,9 @@ def decode(footer: _plan.Footer, pages: PagePlan, read: Callable[[Range], bytes]
         for cp in pages.chunks[g]:
             data = _chunk_file(fmd, g, positions[cp.column], cp, read)
             try:
-                column = _rows(pq.read_table(pa.BufferReader(data)).column(0), cp.rows, keep)
+                column = _rows(pq.read_table(
+                    pa.BufferReader(data), coerce_int96_timestamp_unit=_plan.INT96_UNIT,
+                ).column(0), cp.rows, keep)
             except (OSError, pa.ArrowException, ValueError) as e:
                 raise ObjectFormatError(f"corrupt Parquet data in column {cp.column!r} of "
                                         f"row group {g}: {e}", uri=uri) from e

@@ -63,7 +63,33 @@ class Footer:
 
     @property
     def schema_names(self) -> list[str]:
-        return list(self.metadata.schema.to_arrow_schema().names)
+        return list(self.arrow_schema.names)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema the service reads the object as (see :func:`arrow_schema`)."""
+        schema = self.memo.get("arrow_schema")
+        if schema is None:
+            schema = self.memo.setdefault("arrow_schema", arrow_schema(self))
+        return schema  # type: ignore[no-any-return]
+
+
+#: INT96 timestamps (Spark's) are read at microseconds, as Spark reads them: at
+#: nanoseconds, pyarrow's default, dates past 2262-04-11 overflow.
+INT96_UNIT = "us"
+
+
+def arrow_schema(footer: Footer) -> pa.Schema:
+    """The Arrow schema of the object as its readers decode it, INT96 at :data:`INT96_UNIT`."""
+    reader = pq.ParquetFile(pa.BufferReader(MAGIC + footer.raw), metadata=footer.metadata,
+                            coerce_int96_timestamp_unit=INT96_UNIT)
+    return reader.schema_arrow
+
+
+def nested_columns(md: pq.FileMetaData) -> set[str]:
+    """Top-level columns that are structs, lists or maps (their leaves have a path)."""
+    return {md.schema.column(i).path.split(".")[0] for i in range(md.num_columns)
+            if "." in md.schema.column(i).path or md.schema.column(i).max_repetition_level}
 
 
 def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> Footer:

@@ -60,9 +60,13 @@ def is_glob(key: str) -> bool:
 
 
 def literal_prefix(pattern: str) -> str:
-    """The part of a glob before its first wildcard: what to list under."""
+    """What to list a glob under: its directories before the first wildcard's segment.
+
+    An object store lists by whole path segments (obstore's ``a/b-`` lists ``a/b-/``), so
+    the prefix ends at the last ``/`` before the first wildcard, never inside a segment.
+    """
     cut = min((i for i in (pattern.find(c) for c in GLOB_CHARS) if i >= 0), default=len(pattern))
-    return pattern[:cut]
+    return pattern[:pattern.rfind("/", 0, cut) + 1]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -137,14 +141,18 @@ class Request:
 
 
 def parse_s3_uri(uri: object, *, field: str) -> tuple[str, str]:
-    """``s3://bucket/key`` → (bucket, key). The key may be empty or a prefix."""
+    """``s3://bucket/key`` → (bucket, key). The key may be empty (``s3://bucket/``, the
+    whole bucket) or a prefix, and is taken exactly as written (``//`` and ``..`` too)."""
     if not isinstance(uri, str):
         raise RequestError(f"expected an s3:// URI string, got {type(uri).__name__}", field=field)
     if not uri.startswith("s3://"):
         raise RequestError(f"expected an s3:// URI, got {uri!r}", field=field)
-    bucket, _, key = uri[5:].partition("/")
+    bucket, slash, key = uri[5:].partition("/")
     if not bucket or any(c in bucket for c in " \\?#"):
         raise RequestError(f"no valid bucket in {uri!r}", field=field)
+    if not slash:
+        raise RequestError(f"{uri!r} names no key: give s3://{bucket}/ for the whole bucket",
+                           field=field)
     return bucket, key
 
 
@@ -187,6 +195,10 @@ def _parse_columns(raw: object) -> tuple[str, ...] | None:
     return tuple(names)
 
 
+#: The most rows a result can hold (polars counts rows in 32 bits): a larger limit is this.
+MAX_ROWS = 2**32 - 1
+
+
 def _parse_limit(raw: object) -> int | None:
     if raw is None:
         return None
@@ -194,7 +206,7 @@ def _parse_limit(raw: object) -> int | None:
         raise RequestError(f"expected a whole number, got {raw!r}", field="limit")
     if raw < 0:
         raise RequestError(f"must not be negative, got {raw}", field="limit")
-    return raw
+    return min(raw, MAX_ROWS)
 
 
 def _parse_text(raw: object, field: str) -> str | None:
