@@ -158,7 +158,7 @@ class Analysis:
         if self.where is not None:
             if self.where_paths:
                 lf = with_paths(lf, self.where_paths)
-            lf = lf.filter(_sql_expr(self.where))
+            lf = _sql_filter(lf, self.where)
             if self.where_paths:
                 lf = lf.drop([p.name for p in self.where_paths])
         if self.sql is None:
@@ -201,6 +201,21 @@ def collect(lf: pl.LazyFrame) -> pl.DataFrame:
 
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+_PIECE = "__s3slice_piece"
+
+
+def _sql_filter(lf: pl.LazyFrame, where: str) -> pl.LazyFrame:
+    """``lf``'s rows for which ``where`` holds, by polars' SQL engine (as the final SQL
+    runs it: ``pl.sql_expr`` alone casts a string to a timestamp strictly, which polars
+    no longer allows, where SQL parses it)."""
+    ctx = pl.SQLContext(frames={_PIECE: lf})
+    try:
+        return ctx.execute(f'SELECT * FROM "{_PIECE}" WHERE {where}', eager=False)
+    except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError,
+            pl.exceptions.InvalidOperationError) as e:
+        raise FilterSyntaxError(f"filter {where!r}: {_plain(str(e))}") from e
 
 
 def _sql_expr(text: str) -> pl.Expr:

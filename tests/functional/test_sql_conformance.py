@@ -236,6 +236,27 @@ def test_a_parse_error_is_plain_text_naming_the_token(root: Path) -> None:
         engine.read({"source": SOURCE, "sql": "SELEC id FROM s3object"})
 
 
+@pytest.mark.parametrize("request_", [
+    {"sql": "SELECT id FROM s3object WHERE TO_TIMESTAMP(ts) < TO_TIMESTAMP('2024-03-01T')"},
+    {"sql": "SELECT s.id FROM S3Object s WHERE CAST(s.ts AS TIMESTAMP) < "
+            "CAST('2024-03-01' AS TIMESTAMP)"},
+    {"filter": "CAST(ts AS TIMESTAMP) < CAST('2024-03-01' AS TIMESTAMP)", "columns": ["id"]},
+])
+def test_text_timestamps_in_where(tmp_path: Path, request_: dict[str, object]) -> None:
+    """WHERE turns text into timestamps as the SELECT list does (the row filter runs on
+    each piece as it is read, where a plain cast of text to a timestamp is refused)."""
+    (tmp_path / BUCKET).mkdir()
+    stamps = ["2024-05-01T10:30:00", "2024-01-01T00:00:00", "2023-12-31T23:59:59",
+              "2024-02-29T12:00:00"]
+    (tmp_path / BUCKET / "ts.csv").write_text(
+        "id,ts\n" + "".join(f"{i},{t}\n" for i, t in enumerate(stamps)))
+    engine = Engine(Settings(memory_mb=2048), fetcher=LocalFetcher(tmp_path))
+    got = engine.read({"source": f"s3://{BUCKET}/ts.csv", "input": "csv", **request_}).frame
+    assert sorted(got["id"].to_list()) == [i for i, t in enumerate(stamps)
+                                           if dt.datetime.fromisoformat(t)
+                                           < dt.datetime(2024, 3, 1)]
+
+
 def test_where_of_sql_prunes_row_groups(root: Path) -> None:
     got, fetcher = run(root, "SELECT s.id FROM S3Object s WHERE s.id BETWEEN 500 AND 520")
     assert got["id"].to_list() == list(range(500, 521))
