@@ -22,6 +22,7 @@ records are written to S3 instead and ``outputs`` names the object.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,6 +107,20 @@ def parse_scan_range(raw: object) -> tuple[int, int | None] | None:
     return start, end
 
 
+def _nested_as_json_text(frame: pl.DataFrame) -> pl.DataFrame:
+    """A CSV field holds text: a record or a list (``SELECT s.b`` over JSON) is written as
+    its JSON text, as S3 Select writes it; a null stays an empty field."""
+    nested = [name for name, dtype in frame.schema.items()
+              if isinstance(dtype, pl.Struct | pl.List | pl.Array)]
+    if not nested:
+        return frame
+    return frame.with_columns(
+        pl.Series(name, [None if v is None else json.dumps(v, separators=(",", ":"),
+                                                             ensure_ascii=False, default=str)
+                         for v in frame[name].to_list()], dtype=pl.String)
+        for name in nested)
+
+
 def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
     """Records as S3 Select writes them: CSV without a header, or one JSON object per
     record, each followed by the record delimiter. Returns the bytes and the format."""
@@ -128,6 +143,7 @@ def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
         raise RequestError(f"must be ASNEEDED or ALWAYS, got {quote_fields!r}",
                            field=f"{where}.QuoteFields")
     buf = io.BytesIO()
+    frame = _nested_as_json_text(frame)
     frame.write_csv(buf, include_header=False,
                     separator=one_char(options, "FieldDelimiter", ",", where),
                     quote_char=one_char(options, "QuoteCharacter", '"', where),

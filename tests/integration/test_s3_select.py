@@ -130,6 +130,18 @@ def test_path_expressions_over_json_records(bucket: S3Env, sql: str,
     assert got == want
 
 
+def test_csv_output_writes_records_and_lists_as_json_text(bucket: S3Env) -> None:
+    body = "\n".join(json.dumps(r) for r in NESTED).encode()
+    bucket.client.put_object(Bucket=BUCKET, Key="exports/nested.json", Body=body)
+    response = select({
+        "Bucket": BUCKET, "Key": "exports/nested.json", "ExpressionType": "SQL",
+        "Expression": "SELECT s.a, s.b, s.tags FROM S3Object s WHERE s.a < 5",
+        "InputSerialization": {"JSON": {"Type": "LINES"}}, "OutputSerialization": {"CSV": {}}})
+    rows = parse_csv(response["Payload"])
+    assert [[int(a), json.loads(b), json.loads(t)] for a, b, t in rows] == [
+        [r["a"], r["b"], r["tags"]] for r in NESTED if r["a"] < 5]
+
+
 def test_path_expressions_over_nested_parquet_read_only_the_root(bucket: S3Env) -> None:
     frame = pl.DataFrame(NESTED).with_columns(pad=pl.lit("p" * 200))
     buf = io.BytesIO()
