@@ -584,13 +584,12 @@ def test_variant_settings_reach_the_template(stand_in_layer: Path, tmp_path: Pat
     stack's topic; noncurrentVersionDays reaches the data bucket."""
     from aws_cdk.assertions import Template
 
-    _, stack = build_app({**cdk_json_context(), "nag": False, "layerDir": str(stand_in_layer),
-                          "sourcePrefix": "landing", "reservedConcurrency": "50",
-                          "alarmEmail": "ops@acme.example", "noncurrentVersionDays": "7"},
-                         outdir=str(tmp_path))
+    app, stack = build_app({**cdk_json_context(), "nag": False,
+                            "layerDir": str(stand_in_layer), "sourcePrefix": "landing",
+                            "reservedConcurrency": "50", "alarmEmail": "ops@acme.example",
+                            "noncurrentVersionDays": "7"}, outdir=str(tmp_path))
     template = Template.from_stack(stack)
-    synth = Synthesized(app=stack.node.root, stack=stack, template=template,  # type: ignore[arg-type]
-                        json=template.to_json())
+    synth = Synthesized(app=app, stack=stack, template=template, json=template.to_json())
     i = ids(synth)
     (statements,) = policy_statements(synth, i["function_role"]).values()
     (get,) = [s for s in statements if s["Action"] == "s3:GetObject"]
