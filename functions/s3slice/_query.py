@@ -645,6 +645,36 @@ def _analyze_sql(query: Query) -> Analysis:
                     where_paths=where_paths)
 
 
+def s3select_names(sql: str) -> list[str] | None:
+    """The names S3 Select gives the columns of ``sql``'s SELECT list, in order: an alias,
+    a column's (or a path's last attribute's) name, else the position, ``_1``, ``_2``, …
+    None when the list has a ``*`` (its width is the data's) or the SQL is not one
+    SELECT."""
+    try:
+        tree = _parse(sql, "sql")
+    except QueryError:
+        return None
+    if not isinstance(tree, exp.Select):
+        return None
+    names: list[str] = []
+    for i, e in enumerate(tree.expressions):
+        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
+                                                                                exp.Star)):
+            return None
+        if isinstance(e, exp.Alias):
+            names.append(e.alias)
+        elif isinstance(e, exp.Column):
+            names.append(e.name)
+        elif isinstance(e, exp.Dot) and isinstance(e.expression, exp.Identifier):
+            names.append(e.expression.name)
+        elif (isinstance(e, exp.Bracket) and len(e.expressions) == 1
+              and isinstance(e.expressions[0], exp.Literal) and e.expressions[0].is_string):
+            names.append(e.expressions[0].this)
+        else:
+            names.append(f"_{i + 1}")
+    return names
+
+
 def analyze(query: Query) -> Analysis:
     """Parse and check a query. Raises a :class:`QueryError` naming what is wrong."""
     try:

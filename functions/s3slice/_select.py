@@ -31,6 +31,7 @@ import polars as pl
 from ._engine import Engine
 from ._errors import RequestError, ResultTooLargeError
 from ._output import MAX_INLINE_BYTES, output_key
+from ._query import s3select_names
 from ._request import ObjectRef, OutputSpec, Query, Request, one_char, parse_output
 from ._text import Compression, InputSpec
 
@@ -107,6 +108,15 @@ def parse_scan_range(raw: object) -> tuple[int, int | None] | None:
     return start, end
 
 
+def s3select_named(frame: pl.DataFrame, expression: str) -> pl.DataFrame:
+    """The records' columns named as S3 Select names them: an unnamed expression by its
+    position (``SELECT COUNT(*)`` is ``_1``), where polars names it after a column."""
+    names = s3select_names(expression)
+    if names is None or len(names) != frame.width or len(set(names)) != len(names):
+        return frame
+    return frame.select(pl.nth(i).alias(name) for i, name in enumerate(names))
+
+
 def _nested_as_json_text(frame: pl.DataFrame) -> pl.DataFrame:
     """A CSV field holds text: a record or a list (``SELECT s.b`` over JSON) is written as
     its JSON text, as S3 Select writes it; a null stays an empty field."""
@@ -179,7 +189,8 @@ def run_select(event: Mapping[str, Any], *, engine: Engine) -> dict[str, Any]:
     request = Request(sources=(ObjectRef(bucket=bucket, key=key),),
                       query=Query(sql=expression), input=spec)
     result = engine.read(request)
-    payload, fmt = serialize_records(result.frame, event.get("OutputSerialization"))
+    payload, fmt = serialize_records(s3select_named(result.frame, expression),
+                                     event.get("OutputSerialization"))
     stats = result.stats
     response: dict[str, Any] = {
         "Stats": {"BytesScanned": stats["bytes_fetched"],

@@ -130,6 +130,17 @@ def test_path_expressions_over_json_records(bucket: S3Env, sql: str,
     assert got == want
 
 
+def test_unnamed_expressions_are_named_by_position(bucket: S3Env) -> None:
+    body = "\n".join(json.dumps(r) for r in NESTED).encode()
+    bucket.client.put_object(Bucket=BUCKET, Key="exports/nested.json", Body=body)
+    response = select({
+        "Bucket": BUCKET, "Key": "exports/nested.json", "ExpressionType": "SQL",
+        "Expression": "SELECT COUNT(*), MAX(s.a) AS top, MIN(s.b.d.e), SUM(s.a) + 1 "
+                      "FROM S3Object s WHERE s.a < 10",
+        "InputSerialization": {"JSON": {"Type": "LINES"}}, "OutputSerialization": {"JSON": {}}})
+    assert json.loads(response["Payload"]) == {"_1": 10, "top": 9, "_3": 0, "_4": 46}
+
+
 def test_csv_output_writes_records_and_lists_as_json_text(bucket: S3Env) -> None:
     body = "\n".join(json.dumps(r) for r in NESTED).encode()
     bucket.client.put_object(Bucket=BUCKET, Key="exports/nested.json", Body=body)
