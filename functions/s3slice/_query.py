@@ -568,9 +568,11 @@ def _analyze_filter(query: Query) -> Analysis:
             raise ForbiddenQueryError("filter: must be a condition on columns, not a query")
         _check_functions(tree, "filter")
         tree, paths = _PathRewriter({SOURCE_TABLE}).rewrite(tree)
+        qualified = any(c.table for c in tree.find_all(exp.Column))
+        tree = _unqualified(tree)  # s3object.id is id
         referenced |= _column_names(tree) | {p.root for p in paths}
         predicate = to_predicate(tree)
-        where = (tree.sql() if paths or _uses_s3select_functions(query.filter)
+        where = (tree.sql() if paths or qualified or _uses_s3select_functions(query.filter)
                  else query.filter)
         _sql_expr(where)  # a filter polars cannot run fails now, before any byte is read
     return Analysis(query=query, columns=query.columns, referenced=frozenset(referenced),

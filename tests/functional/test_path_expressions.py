@@ -127,7 +127,7 @@ def test_path_matches_the_oracle(root: Path, table: pl.DataFrame, source: str, n
 
 
 def test_a_filter_request_takes_paths_too(root: Path, table: pl.DataFrame) -> None:
-    got, _ = run(root, "r.jsonl", filter="b.c = 'x2' AND tags[0] IS NOT NULL",
+    got, _ = run(root, "r.jsonl", filter="b.c = 'x2' AND s3object.tags[0] IS NOT NULL",
                  columns=["a"])
     want = table.filter((field("b.c") == "x2") & c("tags").list.get(0, null_on_oob=True)
                         .is_not_null()).select("a")
