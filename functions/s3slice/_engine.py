@@ -653,19 +653,25 @@ class Engine:
         try:
             pf = pq.ParquetFile(image.source(), metadata=md,
                                 coerce_int96_timestamp_unit=_plan.INT96_UNIT)
-            table = pf.read_row_groups(list(groups), columns=columns, use_threads=True)
+            # One row group at a time (as fast), so each one's rows are counted.
+            pieces = [pf.read_row_group(g, columns=columns, use_threads=True) for g in groups]
         except (OSError, pa.ArrowException, ValueError) as e:
             raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
-        got["pyarrow"] = table.num_rows
-        if table.num_rows != expected and whole and readable and "polars" not in got:
+        table = pa.concat_tables(pieces)
+        wrong = next(((g, t.num_rows) for g, t in zip(groups, pieces, strict=True)
+                      if t.num_rows != md.row_group(g).num_rows), None)
+        if wrong is not None and whole and readable and "polars" not in got:
             frame = self._try_polars(obj, image, columns, schema, None, got)
             if frame is not None and frame.height == expected:
                 return collect(analysis.prefilter(frame.lazy())), "polars"
-        if table.num_rows != expected:
-            read = ", ".join(f"{n} by {name}" for name, n in got.items())
+        if wrong is not None:
+            g, n = wrong
+            other = "".join(f", polars {rows} of the {expected} in row groups "
+                            f"{_ranges_text(groups)}" for rows in got.values())
             raise ObjectFormatError(
-                f"row groups {_ranges_text(groups)} hold {expected} rows by the footer, but "
-                f"{read} were decoded; no result is built from fewer rows", uri=obj.uri)
+                f"row group {g} holds {md.row_group(g).num_rows} rows by the footer, but "
+                f"pyarrow decoded {n}{other}; no result is built from fewer rows",
+                uri=obj.uri)
         # The row groups stay separate chunks: rechunking would copy the whole decoded table
         # once more, at twice its memory for a moment.
         return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"

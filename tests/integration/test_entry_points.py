@@ -294,7 +294,7 @@ def test_running_out_of_time_stops_cleanly_and_leaves_no_partial_output(
         world: S3Env, tables: dict[str, pl.DataFrame], checks_before: int) -> None:
     event = load("sfn-map-batch.json")
     event["Items"] = listed(world, *KEYS)
-    with pytest.raises(TimeoutBudgetError, match="ms left"):
+    with pytest.raises(TimeoutBudgetError, match="ms left") as info:
         invoke(event, Dwindling(checks_before))
     # Time can run out between objects: an object finished before it keeps its complete
     # output, the one in progress has none, and no output is ever partial.
@@ -302,6 +302,10 @@ def test_running_out_of_time_stops_cleanly_and_leaves_no_partial_output(
     assert len(outputs) < len(KEYS)
     if checks_before == 0:
         assert outputs == []
+    # The message says what is true: which objects finished, and that nothing is partial.
+    message = str(info.value)
+    assert "no partial output" in message and "nothing was written" not in message
+    assert ("1 object(s) before it were processed" in message) == bool(outputs)
     for key in outputs:
         source = next(k for k in KEYS if k.removesuffix(".parquet") in key)
         assert read_output(world, f"s3://{OUTPUT_BUCKET}/{key}").equals(
