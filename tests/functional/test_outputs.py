@@ -8,9 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import s3slice._output as output_module
 from s3slice import Engine, FooterCache, LocalFetcher, RequestError, ResultTooLargeError, Settings
+from s3slice._request import ObjectRef, OutputSpec, Query, Request
 
 BUCKET = "data"
 
@@ -65,3 +68,27 @@ def test_nested_columns_cannot_go_to_csv(tmp_path: Path) -> None:
         response = output_module.run({**request, "output": {"uri": "s3://out/r/",
                                                             "format": fmt}}, engine=engine)
         assert response["outputs"][0]["rows"] == 1
+
+
+# ---------------------------------------------------------------- output keys
+
+_segment = st.text(alphabet="ab./-_ =%", min_size=0, max_size=6)
+_source = st.builds(lambda bucket, parts: ObjectRef(bucket=bucket, key="/".join(parts)),
+                    st.sampled_from(["a", "b", "data"]),
+                    st.lists(_segment, min_size=1, max_size=4))
+
+
+@settings(max_examples=400, derandomize=True, database=None)
+@given(sources=st.lists(_source, min_size=1, max_size=12),
+       fmt=st.sampled_from(["parquet", "csv", "json"]))
+def test_distinct_sources_always_get_distinct_deterministic_output_keys(
+        sources: list[ObjectRef], fmt: str) -> None:
+    out = OutputSpec(uri="s3://out/p/", format=fmt,  # type: ignore[arg-type]
+                     compression="zstd" if fmt == "parquet" else "none")
+    request = Request(sources=tuple(sources), query=Query(columns=("a",)), output=out)
+    keys = {s: output_module.output_key(out, request, s) for s in sources}
+    assert len(set(keys.values())) == len(set(sources))
+    # Deterministic: the key of a source does not depend on the other sources named.
+    for source, key in keys.items():
+        alone = Request(sources=(source,), query=request.query, output=out)
+        assert output_module.output_key(out, alone, source) == key
