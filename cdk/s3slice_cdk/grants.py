@@ -17,8 +17,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
-#: What writing objects needs: one PUT, or a multipart upload (and its abort on failure).
-WRITE_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload")
+#: What writing outputs needs: one PUT, or a multipart upload (and its abort on failure),
+#: and deleting what an invocation wrote when a later write of it fails (no partial result).
+WRITE_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject")
 #: What a Step Functions ResultWriter needs on its prefix.
 RESULT_WRITER_ACTIONS = ("s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts",
                          "s3:AbortMultipartUpload")

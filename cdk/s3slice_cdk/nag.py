@@ -150,10 +150,12 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
     acknowledge_wildcards(function_policy, [
         WildcardAllowance(
             pattern="|".join(prefix_objects),
-            actions=frozenset({"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}),
+            actions=frozenset({"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload",
+                               "s3:DeleteObject"}),
             reason="Object access is limited to keys under a configured prefix "
                    "(arn:aws:s3:::bucket/prefix*): reads under the watched prefix and "
-                   "readUris, writes under the output prefix. A prefix cannot be granted "
+                   "readUris, writes (and the removal of a failed invocation's own "
+                   "outputs) under the output prefix. A prefix cannot be granted "
                    "without a trailing wildcard."),
         WildcardAllowance(
             pattern=r"\*",

@@ -114,7 +114,8 @@ def test_function_role_statements_default(default_stack: Synthesized) -> None:
          "Resource": join(get_att(i["data"]), "/incoming/*")},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": get_att(i["data"]),
          "Condition": {**OWN, "StringLike": {"s3:prefix": ["incoming/*"]}}},
-        {"Action": ["s3:AbortMultipartUpload", "s3:PutObject"], "Effect": "Allow",
+        {"Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:PutObject"],
+         "Effect": "Allow",
          "Condition": OWN, "Resource": join(get_att(i["data"]), "/results/*")},
         {"Action": SQS_CONSUME, "Effect": "Allow", "Resource": get_att(i["queue"])},
     ])
@@ -181,7 +182,8 @@ def test_function_role_statements_imported(imported_stack: Synthesized) -> None:
          "Condition": {**OWNERS, "StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-reference"),
          "Condition": {**OWNERS, "StringLike": {"s3:prefix": ["dim/*"]}}},
-        {"Action": ["s3:AbortMultipartUpload", "s3:PutObject"], "Effect": "Allow",
+        {"Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:PutObject"],
+         "Effect": "Allow",
          "Condition": OWNERS, "Resource": s3_arn("acme-results/sliced/*")},
         # kms:Decrypt to read, kms:GenerateDataKey (and Decrypt) to write: on exactly the
         # keys given, through S3 only
