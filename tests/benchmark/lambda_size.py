@@ -1,0 +1,659 @@
+"""Lambda-size mode: whole jobs at Lambda memory sizes, cold and warm, in GB-seconds.
+
+    .venv/bin/python -m tests.benchmark.lambda_size
+    .venv/bin/python -m tests.benchmark.lambda_size --cases seed-004 --sizes 1024 --repeats 1
+
+Lambda bills memory x duration (init included) and gives a function M / 1769 vCPUs. So
+each (approach, size, case, repeat) runs in a fresh worker process
+(:mod:`tests.benchmark.lambda_worker`) inside child cgroups of this process's own
+(:mod:`tests.benchmark.cgroup`): ``memory.limit_in_bytes`` = M MiB, CPU quota
+min(M / 1769, cores), ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE=M``. The worker times its init,
+a cold job (read, query, write the result to S3) and a warm job on another object of the
+same shape (a copy, under another key) to a new output. Each output is checked (row
+count and columns from its Parquet footer) and deleted.
+
+Billed GB-s: cold = M/1024 x (init + job 1), warm = M/1024 x job 2.
+
+Writes results/lambda-size.{md,json,png} (``--out-stem`` to rename), rewritten after
+every run. Optional extras: ``--importtime`` (``python -X importtime -c 'import
+s3slice.handler'``, parsed) and ``--cpu-profile`` (cProfile of s3slice's warm job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from . import report, selfcheck, substrate
+from .cases import Case, cases, data_dir, ensure_data, query_to_json
+from .cgroup import LambdaCgroup
+from .common import ACCESS_KEY, BUCKET, REGION, REPO, RESULTS, SECRET_KEY, WORK, client_env
+from .lambda_worker import APPROACHES
+from .run import ensure_bucket, slug, upload
+
+DEFAULT_SIZES = [512, 1024, 1769, 3008]
+DEFAULT_CASES = ["seed-004", "full", "csv"]
+COPY_PREFIX = "lambda-copy"  # the second object of each case: same bytes, another key
+OUT_PREFIX = "lambda-out"
+DUCKDB_MEMORY_FRACTION = 0.75
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    del frame
+    raise SystemExit(128 + signum)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m tests.benchmark.lambda_size",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="MB, comma-separated")
+    p.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    p.add_argument("--approaches", default="", help="substrings of approach names (default all)")
+    p.add_argument("--profile", default="lambda-s3", choices=sorted(substrate.PROFILES))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats-for", default="", help="per-case repeats, e.g. csv=1,full=2")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker")
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--out-stem", default="lambda-size", help="results/<stem>.{md,json,png}")
+    p.add_argument("--resume", action="store_true", help="keep the runs already in the JSON")
+    p.add_argument(
+        "--importtime",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run `python -X importtime -c 'import s3slice.handler'` N times",
+    )
+    p.add_argument(
+        "--cpu-profile",
+        action="store_true",
+        help="also cProfile s3slice's warm job on the first case at 1769 MB",
+    )
+    p.add_argument("--minio-data", type=Path, default=substrate.default_data_dir())
+    return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def second_copy(sub: substrate.Substrate, key: str) -> str:
+    """A server-side copy of key under COPY_PREFIX (skipped when already there)."""
+    s3 = selfcheck.s3_client(sub.direct_endpoint)
+    dest = f"{COPY_PREFIX}/{key}"
+    size = s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"]
+    with contextlib.suppress(Exception):
+        if s3.head_object(Bucket=BUCKET, Key=dest)["ContentLength"] == size:
+            return dest
+    s3.copy_object(Bucket=BUCKET, Key=dest, CopySource={"Bucket": BUCKET, "Key": key})
+    return dest
+
+
+def check_and_delete_outputs(
+    sub: substrate.Substrate, prefix: str, want_rows: int, want_cols: list[str]
+) -> tuple[str | None, int]:
+    """Every Parquet object under prefix: total rows and columns vs the oracle; then gone."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    s3 = selfcheck.s3_client(sub.direct_endpoint)
+    keys: list[tuple[str, int]] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        keys += [(o["Key"], o["Size"]) for o in page.get("Contents", [])]
+    fs = pafs.S3FileSystem(
+        access_key=ACCESS_KEY,
+        secret_key=SECRET_KEY,
+        region=REGION,
+        endpoint_override=sub.direct_endpoint.removeprefix("http://"),
+        scheme="http",
+    )
+    rows = 0
+    problem = None
+    try:
+        if not keys:
+            return f"no output under {prefix}", 0
+        for key, _ in keys:
+            md = pq.read_metadata(f"{BUCKET}/{key}", filesystem=fs)
+            rows += md.num_rows
+            cols = sorted(md.schema.to_arrow_schema().names)
+            if cols != sorted(want_cols):
+                problem = f"{key}: columns {cols}, expected {sorted(want_cols)}"
+        if problem is None and rows != want_rows:
+            problem = f"{rows} rows written, oracle has {want_rows}"
+        return problem, sum(s for _, s in keys)
+    finally:
+        for key, _ in keys:
+            s3.delete_object(Bucket=BUCKET, Key=key)
+
+
+def expected_rows(case: Case, path: Path) -> int:
+    import polars as pl
+
+    from .approaches import polars_query
+
+    lf = pl.scan_csv(path) if case.format == "csv" else pl.scan_parquet(path)
+    return int(polars_query(lf, case.query).select(pl.len()).collect().item())
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def run_one(
+    sub: substrate.Substrate,
+    approach: str,
+    case: Case,
+    size: int,
+    keys: list[str],
+    run_id: str,
+    timeout: float,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    stem = WORK / "lambda-runs" / run_id
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    spec_path, out_path, log_path = (
+        stem.with_suffix(s) for s in (".spec.json", ".out.json", ".log")
+    )
+    out_path.unlink(missing_ok=True)
+    spec = {
+        "approach": approach,
+        "endpoint": sub.endpoint,
+        "bucket": BUCKET,
+        "access_key": ACCESS_KEY,
+        "secret_key": SECRET_KEY,
+        "region": REGION,
+        "keys": keys,
+        "outputs": [f"{OUT_PREFIX}/{run_id}/job{n}/" for n in (1, 2)],
+        "format": case.format,
+        "query": query_to_json(case.query),
+        "service_query": case.service_query,
+        "duckdb_memory_fraction": DUCKDB_MEMORY_FRACTION,
+        **(extra or {}),
+    }
+    spec_path.write_text(json.dumps(spec, indent=1))
+    env = client_env()
+    env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(size)
+    env["AWS_ENDPOINT_URL_S3"] = sub.endpoint
+    timed_out = False
+    with LambdaCgroup(size) as cg, log_path.open("w") as log:
+        env["S3SLICE_BENCH_T0"] = repr(time.time())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.benchmark.lambda_worker", str(spec_path), str(out_path)],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=cg.enter,  # the harness has no threads at this point
+        )
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        cgs = cg.stats()
+    rec: dict[str, Any] = {}
+    if out_path.exists():
+        rec = json.loads(out_path.read_text())
+    row: dict[str, Any] = {
+        "approach": approach,
+        "case": case.name,
+        "size_mb": size,
+        "run_id": run_id,
+        "returncode": proc.returncode,
+        "timed_out": timed_out,
+        **{
+            k: rec.get(k)
+            for k in (
+                "init_s",
+                "init_cpu_s",
+                "job1_s",
+                "job1_cpu_s",
+                "job2_s",
+                "job2_cpu_s",
+                "job1_info",
+                "job2_info",
+                "phase",
+                "error",
+            )
+        },
+        "peak_rss_mb": (rec.get("peak_rss_kib") or 0) / 1024 or None,
+        "rss_after_init_mb": (rec.get("rss_after_init_kib") or 0) / 1024 or None,
+        **cgs,
+    }
+    ok = bool(rec.get("ok")) and proc.returncode == 0 and not timed_out
+    if cgs.get("oom_kill"):
+        row["status"] = "oom"
+        ok = False
+    elif timed_out:
+        row["status"] = "timeout"
+    elif not ok:
+        row["status"] = "failed"
+        if not row.get("error"):
+            row["error"] = f"exit {proc.returncode}: " + log_path.read_text()[-300:]
+    else:
+        row["status"] = "ok"
+    if ok:
+        cpu = [row["init_cpu_s"], row["job1_cpu_s"], row["job2_cpu_s"]]
+        row["cpu_s"] = sum(cpu)
+        row["gbs_cold"] = size / 1024 * (row["init_s"] + row["job1_s"])
+        row["gbs_warm"] = size / 1024 * row["job2_s"]
+    return row
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _med(rows: list[dict[str, Any]], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (case, size, approach): medians over the completed runs, failures counted."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["case"], r["size_mb"], r["approach"]), []).append(r)
+    out = []
+    for (case, size, approach), rs in groups.items():
+        done = [r for r in rs if r["status"] == "ok"]
+        agg: dict[str, Any] = {
+            "case": case,
+            "size_mb": size,
+            "approach": approach,
+            "runs": len(rs),
+            "ok": len(done),
+            "oom": sum(r["status"] == "oom" for r in rs),
+            "failed": sum(r["status"] in ("failed", "timeout") for r in rs),
+            "errors": sorted(
+                {(r.get("error") or r["status"])[:160] for r in rs if r["status"] != "ok"}
+            ),
+        }
+        for key in (
+            "init_s",
+            "job1_s",
+            "job2_s",
+            "cpu_s",
+            "init_cpu_s",
+            "job1_cpu_s",
+            "job2_cpu_s",
+            "peak_rss_mb",
+            "cgroup_peak_mb",
+            "gbs_cold",
+            "gbs_warm",
+            "throttled_s",
+        ):
+            agg[key] = _med(done, key)
+        if not done:  # how far the failed ones got, for the table
+            agg["cgroup_peak_mb"] = _med(rs, "cgroup_peak_mb")
+        out.append(agg)
+    return out
+
+
+def smallest(aggs: list[dict[str, Any]]) -> dict[str, dict[str, int | None]]:
+    """case -> approach -> the smallest size at which every run completed."""
+    out: dict[str, dict[str, int | None]] = {}
+    for a in aggs:
+        per = out.setdefault(a["case"], {})
+        per.setdefault(a["approach"], None)
+        if a["ok"] == a["runs"] and a["ok"] > 0:
+            cur = per[a["approach"]]
+            per[a["approach"]] = a["size_mb"] if cur is None else min(cur, a["size_mb"])
+    return out
+
+
+def _f(v: float | None, nd: int = 2) -> str:
+    return "" if v is None else f"{v:.{nd}f}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    meta = doc["meta"]
+    aggs = doc["aggregates"]
+    small = smallest(aggs)
+    lines = [
+        "# Lambda-size mode: GB-seconds per whole job, cold and warm",
+        "",
+        "Written by `python -m tests.benchmark.lambda_size` (see tests/benchmark/README.md). "
+        "Each run is a fresh process in child cgroups (v1) of the harness's own: "
+        "`memory.limit_in_bytes` = M MiB, CPU quota min(M / 1769, cores) of a core, "
+        "`AWS_LAMBDA_FUNCTION_MEMORY_SIZE=M`. **init** = process spawn until the approach's "
+        "module is imported and configured; **job 1** (cold) and **job 2** (warm, another "
+        "object of the same shape, new output) each read, query and **write the result to "
+        "S3** (checked: row count and columns of the written Parquet; then deleted). "
+        "**CPU** = user + sys of the worker, init + both jobs. **peak RSS** = the worker's "
+        "`VmHWM`; **cg peak** = the cgroup's `memory.max_usage_in_bytes` (page cache "
+        "included). **GB-s cold** = M/1024 x (init + job 1); **GB-s warm** = M/1024 x job 2 "
+        "(Lambda's billing, without its 1 ms rounding). Medians over the completed runs; "
+        "`ok/runs` counts them; OOM = killed by the cgroup's OOM killer.",
+        "",
+        f"- date: {meta['date']}"
+        + ("" if meta.get("complete") else " (**incomplete**: the run stopped or is running)"),
+        f"- commit: `{meta['commit']}`",
+        f"- command: `{meta['command']}`",
+        f"- profile: `{meta['profile']}` ({meta.get('profile_check')}); scale {meta['scale']:g}",
+        f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores shared with "
+        f"other work, {meta['machine']['memory_gib']} GiB; load average at the end "
+        f"{', '.join(f'{x:.1f}' for x in meta['machine']['load_average_at_end'])}",
+        "- packages: " + ", ".join(f"{k} {v}" for k, v in meta["packages"].items()),
+        f"- DuckDB: `memory_limit` = {DUCKDB_MEMORY_FRACTION:.0%} of M, `temp_directory` in a "
+        "temp dir; polars and the others size themselves",
+        "",
+        "## Smallest size at which every run completed",
+        "",
+    ]
+    approaches = list(dict.fromkeys(a["approach"] for a in aggs))
+    case_names = list(dict.fromkeys(a["case"] for a in aggs))
+    lines += ["| case | " + " | ".join(approaches) + " |", "|---|" + "---:|" * len(approaches)]
+    for c in case_names:
+        cells = []
+        for ap in approaches:
+            s = small.get(c, {}).get(ap)
+            cells.append("none" if s is None else f"{s} MB")
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for c in case_names:
+        title = next((x["title"] for x in doc["cases"] if x["name"] == c), "")
+        lines += [
+            f"## {c}: {title}",
+            "",
+            "| size | approach | ok/runs | init s | job 1 s | job 2 (warm) s | CPU s "
+            "(init+j1+j2) | peak RSS MB | cg peak MB | OOM | GB-s cold | GB-s warm |",
+            "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for a in sorted(
+            (a for a in aggs if a["case"] == c),
+            key=lambda a: (a["size_mb"], approaches.index(a["approach"])),
+        ):
+            cpu = (
+                f"{_f(a['cpu_s'])} ({_f(a['init_cpu_s'])}+{_f(a['job1_cpu_s'])}+"
+                f"{_f(a['job2_cpu_s'])})"
+                if a["ok"]
+                else ""
+            )
+            note = (
+                ""
+                if a["ok"] == a["runs"]
+                else " — " + "; ".join(a["errors"])[:200].replace("|", "\\|").replace("\n", " ")
+            )
+            lines.append(
+                f"| {a['size_mb']} | {a['approach']}{note} | {a['ok']}/{a['runs']} | "
+                f"{_f(a['init_s'])} | {_f(a['job1_s'])} | {_f(a['job2_s'])} | {cpu} | "
+                f"{_f(a['peak_rss_mb'], 0)} | {_f(a['cgroup_peak_mb'], 0)} | {a['oom'] or ''} | "
+                f"{_f(a['gbs_cold'])} | {_f(a['gbs_warm'])} |"
+            )
+        lines.append("")
+    for extra in ("importtime_md", "cpu_profile_md"):
+        if doc.get(extra):
+            lines += [doc[extra], ""]
+    return "\n".join(lines)
+
+
+def chart(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    aggs = doc["aggregates"]
+    case_names = list(dict.fromkeys(a["case"] for a in aggs))
+    approaches = list(dict.fromkeys(a["approach"] for a in aggs))
+    sizes = sorted({a["size_mb"] for a in aggs})
+    fig, axes = plt.subplots(
+        2, len(case_names), figsize=(5.2 * len(case_names), 8.5), squeeze=False
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ci, c in enumerate(case_names):
+        for ri, key in enumerate(("gbs_cold", "gbs_warm")):
+            ax = axes[ri][ci]
+            top = 0.0
+            for ai, ap in enumerate(approaches):
+                pts = {a["size_mb"]: a for a in aggs if a["case"] == c and a["approach"] == ap}
+                xs = [s for s in sizes if s in pts and pts[s][key] is not None]
+                ys = [pts[s][key] for s in xs]
+                top = max([top, *ys])
+                style = "-" if ap.startswith("s3slice") else "--"
+                ax.plot(
+                    xs,
+                    ys,
+                    style,
+                    marker="o",
+                    color=colors[ai % len(colors)],
+                    label=ap,
+                    linewidth=2.2 if ap.startswith("s3slice") else 1.2,
+                )
+                fails = [s for s in sizes if s in pts and pts[s]["ok"] < pts[s]["runs"]]
+                for s in fails:
+                    ax.plot(
+                        [s],
+                        [0],
+                        marker="x",
+                        color=colors[ai % len(colors)],
+                        markersize=9,
+                        linestyle="none",
+                    )
+            ax.set_xticks(sizes, labels=[str(s) for s in sizes], fontsize=7)
+            ax.set_ylim(bottom=0, top=(top or 1) * 1.12)
+            ax.set_title(f"{c}: {'cold (init + job 1)' if ri == 0 else 'warm (job 2)'}", fontsize=9)
+            ax.set_ylabel("GB-s billed (median)", fontsize=8)
+            ax.set_xlabel("Lambda memory (MB)", fontsize=8)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.grid(alpha=0.3)
+            if ri == 0 and ci == 0:
+                ax.legend(fontsize=7)
+    meta = doc["meta"]
+    fig.suptitle(
+        f"GB-s per whole job by Lambda size ({meta['profile']}, {meta['date']}, "
+        f"{meta['commit'][:12]}); x on the axis: a run at that size did not complete",
+        fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(doc: dict[str, Any], stem: Path) -> None:
+    doc["aggregates"] = aggregate(doc["runs"])
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    stem.with_suffix(".md").write_text(markdown(doc) + "\n")
+    if doc["aggregates"]:
+        chart(doc, stem.with_suffix(".png"))
+
+
+# --------------------------------------------------------------------------- extras
+
+
+def importtime(n: int) -> tuple[str, dict[str, Any]]:
+    """``python -X importtime -c 'import s3slice.handler'``, n times: top modules by
+    cumulative time (median over the runs), and the total."""
+    per: dict[str, list[int]] = {}
+    totals: list[float] = []
+    env = client_env()
+    for _ in range(n):
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import s3slice.handler"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        totals.append(time.perf_counter() - t0)
+        for line in proc.stderr.splitlines():
+            if not line.startswith("import time:") or "cumulative" in line:
+                continue
+            _self_us, cum_us, name = line.split(":", 1)[1].split("|", 2)
+            # one space after the bar, then two more per level of nesting
+            per.setdefault(name[1:].rstrip(), []).append(int(cum_us))
+    med = {name: statistics.median(v) / 1e6 for name, v in per.items()}
+    # Top-level packages (no leading spaces = imported directly by the statement or at
+    # depth 0), and the heaviest modules at any depth.
+    top = sorted(((k, v) for k, v in med.items() if not k.startswith("  ")), key=lambda kv: -kv[1])[
+        :12
+    ]
+    deep = sorted(((k.strip(), v) for k, v in med.items()), key=lambda kv: -kv[1])[:30]
+    lines = [
+        f"## Cold start: `python -X importtime -c 'import s3slice.handler'` ({n} runs)",
+        "",
+        f"Whole command (interpreter start + import + `config()`), median wall: "
+        f"{statistics.median(totals):.2f} s (runs: {', '.join(f'{t:.2f}' for t in totals)}); "
+        "not in a cgroup (the whole machine's CPU). Cumulative import time, median:",
+        "",
+        "| module (imported at depth 0) | cumulative s |",
+        "|---|---:|",
+        *[f"| `{k.strip()}` | {v:.3f} |" for k, v in top],
+        "",
+        "<details><summary>heaviest modules at any depth</summary>",
+        "",
+        "| module | cumulative s |",
+        "|---|---:|",
+        *[f"| `{k}` | {v:.3f} |" for k, v in deep],
+        "",
+        "</details>",
+    ]
+    return "\n".join(lines), {"totals_s": totals, "top": top, "deep": deep}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    chosen = cases(args.scale, [c for c in args.cases.split(",") if c])
+    wanted = [a for a in args.approaches.split(",") if a]
+    approaches = [n for n in APPROACHES if not wanted or any(w in n for w in wanted)]
+    per_case_repeats = {
+        k: int(v) for k, v in (x.split("=") for x in args.repeats_for.split(",") if x)
+    }
+    stem = RESULTS / args.out_stem
+    WORK.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {"runs": []}
+    if args.resume and stem.with_suffix(".json").exists():
+        doc = json.loads(stem.with_suffix(".json").read_text())
+    meta: dict[str, Any] = {
+        "commit": report.git_commit(),
+        "command": " ".join([".venv/bin/python -m tests.benchmark.lambda_size", *sys.argv[1:]]),
+        "scale": args.scale,
+        "profile": args.profile,
+        "sizes": sizes,
+        "packages": report.package_versions(),
+        "duckdb_memory_fraction": DUCKDB_MEMORY_FRACTION,
+    }
+    doc["meta"] = meta
+    doc["cases"] = [{"name": c.name, "title": c.title} for c in chosen]
+
+    def save(complete: bool) -> None:
+        meta.update(date=report.now_iso(), complete=complete, machine=report.machine())
+        write(doc, stem)
+
+    if args.importtime:
+        md, data = importtime(args.importtime)
+        doc["importtime_md"], doc["importtime"] = md, data
+        print(md, flush=True)
+        save(False)
+
+    local: dict[str, list[str]] = {}
+    want: dict[str, tuple[int, list[str]]] = {}
+    for case in chosen:
+        keys = local.setdefault(case.data_key, ensure_data(case.data_key, args.scale))
+        if len(keys) != 1:
+            raise SystemExit(f"{case.name}: the Lambda-size mode runs single-object cases")
+        want[case.name] = (expected_rows(case, data_dir(args.scale) / keys[0]), list(case.schema))
+        print(f"[oracle] {case.name}: {want[case.name][0]:,} rows", flush=True)
+
+    with substrate.running(args.minio_data) as sub:
+        ensure_bucket(sub)
+        pair: dict[str, list[str]] = {}
+        for dk, keys in local.items():
+            [first] = upload(sub, args.scale, dk, keys)
+            pair[dk] = [first, second_copy(sub, first)]
+        sub.set_profile(args.profile)
+        meta["profile_check"] = selfcheck.profile(sub)
+        print(f"[profile] {args.profile}: {meta['profile_check']}", flush=True)
+
+        if args.cpu_profile:
+            case = chosen[0]
+            pstats_path = WORK / "lambda-runs" / f"cpu-profile-{case.name}.pstats"
+            row = run_one(
+                sub,
+                "s3slice handler",
+                case,
+                1769,
+                pair[case.data_key],
+                f"cpu-profile-{case.name}-{time.time_ns()}",
+                args.timeout,
+                {"profile_job": 2, "profile_path": str(pstats_path)},
+            )
+            print(
+                f"[cpu-profile] {row['status']} job2 {row.get('job2_s')} s "
+                f"cpu {row.get('job2_cpu_s')} s -> {pstats_path}",
+                flush=True,
+            )
+            check_and_delete_outputs(sub, f"{OUT_PREFIX}/{row['run_id']}/", *want[case.name])
+            doc["cpu_profile_run"] = row
+
+        done = {(r["case"], r["size_mb"], r["approach"], r.get("repeat")) for r in doc["runs"]}
+        max_rep = max([args.repeats, *per_case_repeats.values()])
+        for rep in range(max_rep):
+            for case in chosen:
+                if rep >= per_case_repeats.get(case.name, args.repeats):
+                    continue
+                for size in sizes:
+                    for approach in approaches:
+                        if (case.name, size, approach, rep) in done:
+                            continue
+                        run_id = slug(f"{case.name}-{size}-{approach}-r{rep}-{time.time_ns()}")
+                        row = run_one(
+                            sub, approach, case, size, pair[case.data_key], run_id, args.timeout
+                        )
+                        row["repeat"] = rep
+                        for n in (1, 2):
+                            prefix = f"{OUT_PREFIX}/{run_id}/job{n}/"
+                            problem, nbytes = check_and_delete_outputs(
+                                sub, prefix, *want[case.name]
+                            )
+                            row[f"job{n}_output_bytes"] = nbytes
+                            if row["status"] == "ok" and problem:
+                                row["status"], row["error"] = "wrong", f"job {n}: {problem}"
+                        if row["status"] != "ok":
+                            for k in ("cpu_s", "gbs_cold", "gbs_warm"):
+                                row.pop(k, None)
+                        doc["runs"].append(row)
+                        print(
+                            f"  r{rep} {case.name:9} {size:5} {approach:29} {row['status']:7} "
+                            f"init {_f(row.get('init_s'))} j1 {_f(row.get('job1_s'))} "
+                            f"j2 {_f(row.get('job2_s'))} cpu {_f(row.get('cpu_s'))} "
+                            f"rss {_f(row.get('peak_rss_mb'), 0)} "
+                            f"cg {_f(row.get('cgroup_peak_mb'), 0)} "
+                            f"GB-s {_f(row.get('gbs_cold'))}/{_f(row.get('gbs_warm'))} "
+                            f"{(row.get('error') or '')[:120]}",
+                            flush=True,
+                        )
+                        save(False)
+    save(True)
+    print(f"[report] {stem.with_suffix('.md')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
