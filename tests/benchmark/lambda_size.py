@@ -81,8 +81,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also cProfile s3slice's warm job on the first case at 1769 MB",
     )
+    p.add_argument(
+        "--service-source",
+        choices=["head", "worktree"],
+        default="head",
+        help="s3slice from the commit at the start (git archive, default) or the working tree",
+    )
     p.add_argument("--minio-data", type=Path, default=substrate.default_data_dir())
     return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------- code
+
+SERVICE_PATH: str | None = None  # PYTHONPATH entry of the s3slice snapshot, when used
+
+
+def snapshot_service(commit: str) -> str:
+    """``git archive`` of functions/ at commit into .work, so every run measures the same
+    code while the working tree changes under it (the editable install points there)."""
+    dest = WORK / "s3slice-src" / commit[:12]
+    if not (dest / "functions" / "s3slice" / "handler.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "functions"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return str(dest / "functions")
+
+
+def worker_env() -> dict[str, str]:
+    env = client_env()
+    if SERVICE_PATH:
+        env["PYTHONPATH"] = SERVICE_PATH
+    return env
 
 
 # --------------------------------------------------------------------------- objects
@@ -181,7 +216,7 @@ def run_one(
         **(extra or {}),
     }
     spec_path.write_text(json.dumps(spec, indent=1))
-    env = client_env()
+    env = worker_env()
     env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(size)
     env["AWS_ENDPOINT_URL_S3"] = sub.endpoint
     timed_out = False
@@ -348,6 +383,7 @@ def markdown(doc: dict[str, Any]) -> str:
         + ("" if meta.get("complete") else " (**incomplete**: the run stopped or is running)"),
         f"- commit: `{meta['commit']}`",
         f"- command: `{meta['command']}`",
+        f"- {meta.get('service_code', '')}",
         f"- profile: `{meta['profile']}` ({meta.get('profile_check')}); scale {meta['scale']:g}",
         f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores shared with "
         f"other work, {meta['machine']['memory_gib']} GiB; load average at the end "
@@ -486,7 +522,7 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
     cumulative time (median over the runs), and the total."""
     per: dict[str, list[int]] = {}
     totals: list[float] = []
-    env = client_env()
+    env = worker_env()
     for _ in range(n):
         t0 = time.perf_counter()
         proc = subprocess.run(
@@ -559,6 +595,13 @@ def main(argv: list[str] | None = None) -> int:
         "packages": report.package_versions(),
         "duckdb_memory_fraction": DUCKDB_MEMORY_FRACTION,
     }
+    global SERVICE_PATH
+    if args.service_source == "head":
+        head = meta["commit"].split()[0]
+        SERVICE_PATH = snapshot_service(head)
+        meta["service_code"] = f"s3slice as committed at {head} (git archive; {SERVICE_PATH})"
+    else:
+        meta["service_code"] = "s3slice from the working tree (editable install)"
     doc["meta"] = meta
     doc["cases"] = [{"name": c.name, "title": c.title} for c in chosen]
 
