@@ -250,6 +250,41 @@ APPROACHES: dict[str, Callable[[dict[str, Any]], Job]] = {
 # --------------------------------------------------------------------------- main
 
 
+def _start_py_spy(spec: dict[str, Any]) -> Any:
+    """py-spy sampling this process (native frames, every thread, busy samples only)."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("py-spy")),
+            "record",
+            "--pid",
+            str(os.getpid()),
+            "--native",
+            "--threads",
+            "--rate",
+            str(spec.get("py_spy_rate", 100)),
+            "--format",
+            "raw",
+            "-o",
+            spec["profile_path"],
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    time.sleep(2.0)  # let it attach before the profiled job starts
+    return proc, signal.SIGINT
+
+
+def _stop_py_spy(spy: Any) -> str:
+    proc, sig = spy
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=120)
+    return out.decode(errors="replace")[-1000:]
+
+
 def main(spec_path: str, out_path: str) -> int:
     t0 = float(os.environ["S3SLICE_BENCH_T0"])
     spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
@@ -262,6 +297,12 @@ def main(spec_path: str, out_path: str) -> int:
         tmp.write_text(json.dumps(record, indent=1, default=str))
         tmp.replace(out)
 
+    # Profiling (tests.benchmark.lambda_size --cpu-profile): the jobs numbered in
+    # profile_jobs run under one cProfile whose clock is this process's CPU time (every
+    # thread's, charged to the main thread's frame of the moment), or under py-spy.
+    profiled = set(spec.get("profile_jobs", []))
+    prof: Any = None
+    spy: Any = None
     try:
         job = APPROACHES[spec["approach"]](spec)
         record["init_s"] = time.time() - t0
@@ -270,22 +311,27 @@ def main(spec_path: str, out_path: str) -> int:
         for n, (key, dest) in enumerate(zip(spec["keys"], spec["outputs"], strict=True), 1):
             record["phase"] = f"job{n}"
             save()
-            profile = spec.get("profile_job") == n
-            c0, w0 = _cpu_s(), time.perf_counter()
-            if profile:
+            if n in profiled and spec.get("profiler") == "cprofile" and prof is None:
                 import cProfile
 
-                prof = cProfile.Profile()
+                prof = cProfile.Profile(time.process_time)
+            if n in profiled and spec.get("profiler") == "py-spy" and spy is None:
+                spy = _start_py_spy(spec)
+            c0, w0 = _cpu_s(), time.perf_counter()
+            if prof is not None and n in profiled:
                 prof.enable()
             info = job(key, dest)
-            if profile:
+            if prof is not None and n in profiled:
                 prof.disable()
-                prof.dump_stats(spec["profile_path"])
             record[f"job{n}_s"] = time.perf_counter() - w0
             record[f"job{n}_cpu_s"] = _cpu_s() - c0
             record[f"job{n}_info"] = info
         record["phase"] = "done"
         record["ok"] = True
+        if prof is not None:
+            prof.dump_stats(spec["profile_path"])
+        if spy is not None:
+            record["py_spy"] = _stop_py_spy(spy)
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded
         record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         record["traceback"] = traceback.format_exc()[-4000:]

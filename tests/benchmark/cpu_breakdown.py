@@ -1,0 +1,201 @@
+"""Where s3slice's warm job spends CPU: phases from a CPU-clock cProfile and from py-spy.
+
+    .venv/bin/python -m tests.benchmark.cpu_breakdown PSTATS [PY_SPY_RAW] [--jobs N]
+
+Both files come from ``python -m tests.benchmark.lambda_size --cpu-profile`` (in
+``.work/lambda-runs/``): N warm handler jobs, each on a new copy of the object.
+
+cProfile runs on ``time.process_time``, the CPU time of *every* thread of the process,
+charged to whatever the main thread is in at that moment. s3slice fetches from the main
+thread's asyncio loop, with obstore's Rust threads doing the HTTP work while the loop
+waits in ``epoll.poll``; so the CPU those threads burn is charged to the poll, and the
+fetch phase splits into: Rust threads (the poll), image writes (copying each arrived
+part into the object's image) and Python per-part overhead (the rest: asyncio, the
+coroutines, the sink). py-spy (``--native --threads``, busy samples only) shows the same
+from the threads' own stacks, and splits polars' decode from its filter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pstats
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def _find(stats: dict[Any, Any], file_end: str, func: str) -> tuple[float, float, int]:
+    """(tottime, cumtime, calls) summed over functions named func in files ending so."""
+    tt = ct = 0.0
+    n = 0
+    for (file, _line, name), (_cc, nc, t, c, _callers) in stats.items():
+        if name == func and file.endswith(file_end):
+            tt += t
+            ct += c
+            n += nc
+    return tt, ct, n
+
+
+def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
+    """[(phase, CPU s per job, how it is computed)]."""
+    st = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    total = _find(st, "lambda_worker.py", "job")[1]
+    handler = _find(st, "handler.py", "lambda_handler")[1]
+    read = _find(st, "_engine.py", "read")[1]
+    parquet = _find(st, "_engine.py", "_read_parquet")[1]
+    fetch = _find(st, "_fetch.py", "get_ranges")[1]
+    image = _find(st, "_image.py", "write")[1]
+    poll = _find(st, "", "<method 'poll' of 'select.epoll' objects>")[0]
+    decode = _find(st, "_engine.py", "_decode")[1]
+    write = _find(st, "_output.py", "write_outputs")[1]
+    encode = _find(st, "_output.py", "serialize")[1]
+    put = _find(st, "_fetch.py", "put")[1]
+    tail = _find(st, "_fetch.py", "get_tail")[1]
+    rows = [
+        ("whole job (handler + harness call)", total, "cumulative of the worker's job()"),
+        (
+            "  request, SQL analysis, logging, metrics",
+            handler - read - write,
+            "lambda_handler - Engine.read - write_outputs",
+        ),
+        (
+            "  footer GET + parse + plan",
+            parquet - fetch - decode - _close(st),
+            f"_read_parquet - get_ranges - _decode (the footer GET alone: {tail / jobs:.3f})",
+        ),
+        ("  fetch: obstore's Rust threads (main loop in epoll)", poll, "tottime of epoll.poll"),
+        ("  fetch: image writes", image, "_image.write (every part, footer included)"),
+        (
+            "  fetch: Python per-part overhead",
+            fetch - poll - image,
+            "get_ranges - poll - image writes (asyncio, coroutines, sink checks)",
+        ),
+        ("  decode + filter (polars, in one native call)", decode, "_decode"),
+        ("  write: encode Parquet", encode, "_output.serialize"),
+        ("  write: PUT", put, "_fetch.put"),
+        ("  write: rest", write - encode - put, "write_outputs - serialize - put"),
+        ("  engine, rest", read - parquet, "Engine.read - _read_parquet"),
+    ]
+    return [(name, v / jobs, how) for name, v, how in rows]
+
+
+def _close(st: dict[Any, Any]) -> float:
+    return _find(st, "_image.py", "close")[1]
+
+
+PYSPY_CLASSES: list[tuple[str, tuple[str, ...]]] = [
+    # (class, substrings of a frame; the first class with a match in the stack wins,
+    # searched from the leaf up)
+    ("image writes (memcpy into the image)", ("_image.py",)),
+    (
+        "write: encode Parquet",
+        ("polars_parquet::arrow::write", "parquet::write", "zstd", "serialize (s3slice"),
+    ),
+    (
+        "decode (parquet pages)",
+        (
+            "polars_parquet::arrow::read",
+            "polars_parquet::parquet",
+            "snap::",
+            "decompress",
+            "polars_io::parquet",
+        ),
+    ),
+    ("filter", ("filter", "polars_compute::filter", "polars_expr")),
+    (
+        "fetch: obstore / HTTP",
+        (
+            "obstore",
+            "object_store",
+            "hyper",
+            "reqwest",
+            "tokio",
+            "h2::",
+            "rustls",
+            "pyo3_async",
+            "futures_util",
+        ),
+    ),
+    ("Python: asyncio / per-part", ("asyncio", "_fetch.py", "selectors.py")),
+    (
+        "Python: handler, logging, metrics",
+        ("aws_lambda_powertools", "logging", "_observe.py", "_entry.py", "json"),
+    ),
+]
+
+
+def pyspy_classes(path: Path) -> tuple[Counter[str], int, Counter[str]]:
+    """Busy samples per class, the total, and the hottest leaf frames."""
+    by: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_s = line.rpartition(" ")
+        if not stack or not count_s.isdigit():
+            continue
+        count = int(count_s)
+        frames = stack.split(";")
+        total += count
+        leaves[frames[-1][:110]] += count
+        cls = "other"
+        for frame in reversed(frames):
+            hit = next((c for c, keys in PYSPY_CLASSES if any(k in frame for k in keys)), None)
+            if hit:
+                cls = hit
+                break
+        by[cls] += count
+    return by, total, leaves
+
+
+def markdown(pstats_path: Path | None, pyspy_path: Path | None, jobs: int, meta: str = "") -> str:
+    lines = (
+        ["## CPU of s3slice's warm job (seed-004)", "", meta, ""]
+        if meta
+        else ["## CPU of s3slice's warm job (seed-004)", ""]
+    )
+    if pstats_path and pstats_path.exists():
+        rows = cprofile_phases(pstats_path, jobs)
+        total = rows[0][1] or 1.0
+        lines += [
+            f"cProfile on the process's CPU clock, {jobs} warm jobs; CPU s per job:",
+            "",
+            "| phase | CPU s / job | share | from |",
+            "|---|---:|---:|---|",
+            *[f"| {n} | {v:.3f} | {v / total:.0%} | {how} |" for n, v, how in rows],
+            "",
+        ]
+    if pyspy_path and pyspy_path.exists():
+        by, total, leaves = pyspy_classes(pyspy_path)
+        lines += [
+            f"py-spy (`--native --threads`, busy samples of every thread, {total} samples "
+            f"over {jobs} warm jobs):",
+            "",
+            "| class (innermost matching frame) | samples | share |",
+            "|---|---:|---:|",
+            *[f"| {c} | {n} | {n / max(total, 1):.0%} |" for c, n in by.most_common()],
+            "",
+            "<details><summary>hottest leaf frames</summary>",
+            "",
+            "| leaf frame | samples |",
+            "|---|---:|",
+            *[f"| `{f.replace('|', '/')}` | {n} |" for f, n in leaves.most_common(25)],
+            "",
+            "</details>",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.benchmark.cpu_breakdown")
+    p.add_argument("pstats", type=Path)
+    p.add_argument("pyspy", type=Path, nargs="?")
+    p.add_argument("--jobs", type=int, default=5)
+    args = p.parse_args(argv)
+    print(markdown(args.pstats, args.pyspy, args.jobs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
