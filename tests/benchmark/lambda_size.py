@@ -291,6 +291,11 @@ def run_one(
         row["cpu_s"] = sum(cpu)
         row["gbs_cold"] = size / 1024 * (row["init_s"] + row["job1_s"])
         row["gbs_warm"] = size / 1024 * row["job2_s"]
+        # What the same CPU would bill if the job only ever waited for its CPU share (no
+        # network waits, no other work on the machine): a floor that machine noise cannot
+        # inflate. Below 1769 MB it does not depend on M.
+        row["gbs_cold_cpu_floor"] = size / 1024 * (cpu[0] + cpu[1]) / row["cpus"]
+        row["gbs_warm_cpu_floor"] = size / 1024 * cpu[2] / row["cpus"]
     return row
 
 
@@ -306,6 +311,10 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (case, size, approach): medians over the completed runs, failures counted."""
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for r in runs:
+        if r["status"] == "ok" and "gbs_cold_cpu_floor" not in r:
+            m = r["size_mb"] / 1024 / r["cpus"]
+            r["gbs_cold_cpu_floor"] = m * (r["init_cpu_s"] + r["job1_cpu_s"])
+            r["gbs_warm_cpu_floor"] = m * r["job2_cpu_s"]
         groups.setdefault((r["case"], r["size_mb"], r["approach"]), []).append(r)
     out = []
     for (case, size, approach), rs in groups.items():
@@ -335,6 +344,8 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "gbs_cold",
             "gbs_warm",
             "throttled_s",
+            "gbs_cold_cpu_floor",
+            "gbs_warm_cpu_floor",
         ):
             agg[key] = _med(done, key)
         if not done:  # how far the failed ones got, for the table
@@ -376,7 +387,10 @@ def markdown(doc: dict[str, Any]) -> str:
         "**CPU** = user + sys of the worker, init + both jobs. **peak RSS** = the worker's "
         "`VmHWM`; **cg peak** = the cgroup's `memory.max_usage_in_bytes` (page cache "
         "included). **GB-s cold** = M/1024 x (init + job 1); **GB-s warm** = M/1024 x job 2 "
-        "(Lambda's billing, without its 1 ms rounding). Medians over the completed runs; "
+        "(Lambda's billing, without its 1 ms rounding). **CPU-floor GB-s** = M/1024 x CPU s / "
+        "vCPUs (vCPUs = min(M/1769, cores)): what the same CPU would bill with no waits and no "
+        "other work on the machine, so machine noise cannot inflate it; below 1769 MB it does "
+        "not depend on M. Medians over the completed runs; "
         "`ok/runs` counts them; OOM = killed by the cgroup's OOM killer.",
         "",
         f"- date: {meta['date']}"
@@ -411,8 +425,9 @@ def markdown(doc: dict[str, Any]) -> str:
             f"## {c}: {title}",
             "",
             "| size | approach | ok/runs | init s | job 1 s | job 2 (warm) s | CPU s "
-            "(init+j1+j2) | peak RSS MB | cg peak MB | OOM | GB-s cold | GB-s warm |",
-            "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+            "(init+j1+j2) | peak RSS MB | cg peak MB | OOM | GB-s cold | GB-s warm | "
+            "CPU-floor GB-s cold / warm |",
+            "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
         ]
         for a in sorted(
             (a for a in aggs if a["case"] == c),
@@ -433,7 +448,8 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"| {a['size_mb']} | {a['approach']}{note} | {a['ok']}/{a['runs']} | "
                 f"{_f(a['init_s'])} | {_f(a['job1_s'])} | {_f(a['job2_s'])} | {cpu} | "
                 f"{_f(a['peak_rss_mb'], 0)} | {_f(a['cgroup_peak_mb'], 0)} | {a['oom'] or ''} | "
-                f"{_f(a['gbs_cold'])} | {_f(a['gbs_warm'])} |"
+                f"{_f(a['gbs_cold'])} | {_f(a['gbs_warm'])} | "
+                f"{_f(a['gbs_cold_cpu_floor'])} / {_f(a['gbs_warm_cpu_floor'])} |"
             )
         lines.append("")
     for extra in ("importtime_md", "cpu_profile_md"):
