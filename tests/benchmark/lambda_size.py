@@ -87,6 +87,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="head",
         help="s3slice from the commit at the start (git archive, default) or the working tree",
     )
+    p.add_argument("--render", action="store_true", help="only rewrite the .md/.png from the .json")
     p.add_argument("--minio-data", type=Path, default=substrate.default_data_dir())
     return p.parse_args(argv)
 
@@ -557,6 +558,7 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
             _self_us, cum_us, name = line.split(":", 1)[1].split("|", 2)
             # one space after the bar, then two more per level of nesting
             per.setdefault(name[1:].rstrip(), []).append(int(cum_us))
+    cpu = import_cpu(max(3, n // 2))
     med = {name: statistics.median(v) / 1e6 for name, v in per.items()}
     # Top-level packages (no leading spaces = imported directly by the statement or at
     # depth 0), and the heaviest modules at any depth.
@@ -575,6 +577,13 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
         "|---|---:|",
         *[f"| `{k.strip()}` | {v:.3f} |" for k, v in top],
         "",
+        "CPU seconds (user + sys) of a fresh interpreter that imports only this, minus one "
+        "that imports nothing (median; these overlap: polars is in s3slice.handler too):",
+        "",
+        "| import | CPU s |",
+        "|---|---:|",
+        *[f"| `{k}` | {v:.2f} |" for k, v in cpu.items()],
+        "",
         "<details><summary>heaviest modules at any depth</summary>",
         "",
         "| module | cumulative s |",
@@ -583,7 +592,47 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
         "",
         "</details>",
     ]
-    return "\n".join(lines), {"totals_s": totals, "top": top, "deep": deep}
+    return "\n".join(lines), {"totals_s": totals, "top": top, "deep": deep, "cpu_s": cpu}
+
+
+IMPORTS = [
+    "s3slice.handler",
+    "polars",
+    "pyarrow.parquet",
+    "sqlglot",
+    "aws_lambda_powertools.utilities.batch",
+    "aws_lambda_powertools",
+    "obstore",
+    "duckdb",
+    "boto3",
+]
+
+
+def import_cpu(n: int) -> dict[str, float]:
+    """Module -> median CPU s to import it in a fresh interpreter, less an empty one's."""
+    code = (
+        "import resource{}\nr = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(r.ru_utime + r.ru_stime)"
+    )
+    env = worker_env()
+
+    def cpu_of(stmt: str) -> float:
+        runs = []
+        for _ in range(n):
+            proc = subprocess.run(
+                [sys.executable, "-c", code.format(stmt)],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=True,
+            )
+            runs.append(float(proc.stdout.split()[-1]))
+        return statistics.median(runs)
+
+    base = cpu_of("")
+    return {m: cpu_of(f"; import {m}") - base for m in IMPORTS} | {"(empty interpreter)": base}
 
 
 PROFILED_WARM_JOBS = 5
@@ -652,6 +701,9 @@ def main(argv: list[str] | None = None) -> int:
         k: int(v) for k, v in (x.split("=") for x in args.repeats_for.split(",") if x)
     }
     stem = RESULTS / args.out_stem
+    if args.render:
+        write(json.loads(stem.with_suffix(".json").read_text()), stem)
+        return 0
     WORK.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"runs": []}
     if args.resume and stem.with_suffix(".json").exists():
