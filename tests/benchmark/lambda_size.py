@@ -469,12 +469,10 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     case_names = list(dict.fromkeys(a["case"] for a in aggs))
     approaches = list(dict.fromkeys(a["approach"] for a in aggs))
     sizes = sorted({a["size_mb"] for a in aggs})
-    fig, axes = plt.subplots(
-        2, len(case_names), figsize=(5.2 * len(case_names), 8.5), squeeze=False
-    )
+    fig, axes = plt.subplots(3, len(case_names), figsize=(5.2 * len(case_names), 12), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ci, c in enumerate(case_names):
-        for ri, key in enumerate(("gbs_cold", "gbs_warm")):
+        for ri, key in enumerate(("gbs_cold", "gbs_warm", "gbs_cold_cpu_floor")):
             ax = axes[ri][ci]
             top = 0.0
             for ai, ap in enumerate(approaches):
@@ -504,8 +502,9 @@ def chart(doc: dict[str, Any], path: Path) -> None:
                     )
             ax.set_xticks(sizes, labels=[str(s) for s in sizes], fontsize=7)
             ax.set_ylim(bottom=0, top=(top or 1) * 1.12)
-            ax.set_title(f"{c}: {'cold (init + job 1)' if ri == 0 else 'warm (job 2)'}", fontsize=9)
-            ax.set_ylabel("GB-s billed (median)", fontsize=8)
+            title = ("cold (init + job 1)", "warm (job 2)", "cold, CPU floor (M/1024 x CPU/vCPUs)")
+            ax.set_title(f"{c}: {title[ri]}", fontsize=9)
+            ax.set_ylabel("GB-s billed (median)" if ri < 2 else "GB-s of CPU (median)", fontsize=8)
             ax.set_xlabel("Lambda memory (MB)", fontsize=8)
             ax.tick_params(axis="y", labelsize=7)
             ax.grid(alpha=0.3)
