@@ -188,22 +188,13 @@ def split_query(sql: str) -> Split | None:
         raise FilterSyntaxError(f"sql: cannot parse {sql!r}: {e}") from e
     tree = tree.transform(_known_aggregates)
     _refuse_everywhere(tree)
-    if not isinstance(tree, exp.Select):
+    nested = [q for q in _queries(tree) if q is not tree]
+    if not isinstance(tree, exp.Select) or nested or tree.args.get("with") or tree.args.get(
+            "with_") or tree.find(exp.Join) is not None:
         if _combines(tree):
-            raise QueryError(f"the query cannot be split across batches: "
-                             f"{tree.key.upper()} over combined rows")
-        return None  # UNION ALL of row-by-row selects: each batch's answer stands
-    nested = [s for s in tree.find_all(exp.Query) if s is not tree]
-    if tree.args.get("with") or tree.args.get("with_"):
-        raise QueryError("the query cannot be split across batches: WITH (a common table "
-                         "expression)")
-    if nested:
-        if _combines(tree):
-            raise QueryError(f"the query cannot be split across batches: the subquery "
-                             f"({nested[0].sql()})")
-        return None
-    if tree.args.get("joins"):
-        raise QueryError("the query cannot be split across batches: JOIN")
+            raise QueryError(f"the query cannot be split across batches: {_nesting(tree)} "
+                             f"(it combines the rows of every batch)")
+        return None  # e.g. UNION ALL of row-by-row selects: each batch's answer stands
     distinct = tree.args.get("distinct")
     if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
         raise QueryError("the query cannot be split across batches: DISTINCT ON")
@@ -246,6 +237,9 @@ def _refuse_everywhere(tree: exp.Expr) -> None:
     for filtered in tree.find_all(exp.Filter):
         raise QueryError(f"the query cannot be split across batches: the aggregate filter "
                          f"{filtered.sql()}")
+    for grouping in tree.find_all(exp.Rollup, exp.Cube, exp.GroupingSets):
+        raise QueryError(f"the query cannot be split across batches: GROUP BY "
+                         f"{grouping.sql()}")
     for group in tree.find_all(exp.Group):
         for key in ("rollup", "cube", "grouping_sets"):
             if group.args.get(key):
@@ -278,14 +272,45 @@ def _aggregates(node: exp.Expr) -> list[exp.Expr]:
 
 def _combines(tree: exp.Expr) -> bool:
     """Whether anything in ``tree`` combines rows (so per-batch answers do not stand)."""
-    if tree.find(exp.AggFunc) is not None:
+    if tree.find(exp.AggFunc, exp.Join) is not None:
         return True
-    if isinstance(tree, exp.Union) and tree.args.get("distinct"):
+    if any((isinstance(q, exp.Union) and q.args.get("distinct")) or isinstance(
+            q, exp.Intersect | exp.Except) for q in tree.find_all(exp.SetOperation)):
         return True
-    if isinstance(tree, exp.Intersect | exp.Except):
-        return True
+    if any(q is not tree and not _derived(q) for q in _queries(tree)):
+        return True  # a subquery in a condition or a select list reads every row
     return any(q.args.get(k) is not None for q in tree.find_all(exp.Select)
                for k in ("group", "having", "distinct", "order", "limit", "offset"))
+
+
+def _queries(tree: exp.Expr) -> list[exp.Expr]:
+    """The SELECTs and set operations of ``tree``, itself included."""
+    return list(tree.find_all(exp.Select, exp.SetOperation))
+
+
+def _derived(query: exp.Expr) -> bool:
+    """Whether a nested query is a row source: a table in FROM, a CTE's body, a branch of
+    a set operation that is one."""
+    parent = query.parent
+    if isinstance(parent, exp.CTE):
+        return True
+    if isinstance(parent, exp.SetOperation):
+        return parent.parent is None or _derived(parent)
+    if isinstance(parent, exp.Subquery):
+        return isinstance(parent.parent, exp.From)
+    return False
+
+
+def _nesting(tree: exp.Expr) -> str:
+    """The construct that makes ``tree`` more than one SELECT, named."""
+    if isinstance(tree, exp.SetOperation):
+        return tree.key.upper()
+    if tree.args.get("with") or tree.args.get("with_"):
+        return "WITH (a common table expression)"
+    if tree.find(exp.Join) is not None:
+        return "JOIN"
+    nested = next(q for q in _queries(tree) if q is not tree)
+    return f"the subquery ({nested.sql()})"
 
 
 def _limit(select: exp.Select) -> tuple[int, int] | None:
@@ -359,7 +384,7 @@ def polars_name(node: exp.Expr) -> str | None:
         return None if isinstance(node.this, exp.Star) else node.name
     if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
         return "len"
-    if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
+    if isinstance(node, exp.Literal | exp.Null | exp.Boolean | exp.Neg):  # -x is 0 - x
         return "literal"
     if isinstance(node, exp.Case):
         ifs = node.args.get("ifs") or []
