@@ -91,16 +91,28 @@ class Config:
         outputs = [o for o in (self.output, output) if o is not None]
         return any(_under(obj.bucket, obj.key, (o.bucket, o.prefix)) for o in outputs)
 
-    def require(self, *, what: str) -> tuple[Query, OutputSpec]:
-        """The query and output a triggered run needs, or a clear error."""
-        missing = [name for name, v in (("S3SLICE_QUERY", self.query),
-                                        ("S3SLICE_OUTPUT_URI", self.output)) if v is None]
+    def require(self, *, what: str, query: Query | None = None,
+                output: OutputSpec | None = None,
+                given_in: str | None = None) -> tuple[Query, OutputSpec]:
+        """The query and output a run needs: ``query``/``output`` when the event gave them
+        (in its field ``given_in``), else the configuration's, else a clear error. With
+        ``given_in`` the event could have carried them, so it is a :class:`RequestError`
+        naming that field; otherwise the function's configuration is at fault."""
+        query, output = query or self.query, output or self.output
+        missing = [(name, variable) for name, variable, v in (
+            ("query", "S3SLICE_QUERY", query), ("output", "S3SLICE_OUTPUT_URI", output))
+            if v is None]
         if missing:
-            raise ConfigurationError(f"{what} needs {' and '.join(missing)} to be set",
-                                     variable=missing[0])
-        assert self.query is not None
-        assert self.output is not None
-        return self.query, self.output
+            name, variable = missing[0]
+            if given_in is not None:
+                raise RequestError(f"no {name}: give {given_in}.{name} or configure the "
+                                   f"function's {variable}", field=f"{given_in}.{name}")
+            raise ConfigurationError(
+                f"{what} needs {' and '.join(v for _, v in missing)} to be set",
+                variable=variable)
+        assert query is not None
+        assert output is not None
+        return query, output
 
 
 def parse_query_config(raw: str | Mapping[str, Any], *, variable: str) -> Query:

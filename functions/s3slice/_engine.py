@@ -56,15 +56,40 @@ PHASES = ("plan", "fetch", "execute", "write")
 
 
 class FooterCache:
-    """Parsed footers across warm invocations, keyed by (bucket, key, ETag), bounded in bytes."""
+    """Parsed footers across warm invocations, keyed by (bucket, key, ETag), bounded in bytes.
+
+    The newest ETag seen of each key is remembered with it, so a read that knows no ETag
+    (a direct invoke) can ask S3 whether the object is still that one (a suffix GET with
+    ``If-None-Match``: no bytes when it is) instead of parsing its footer again.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._items: collections.OrderedDict[tuple[str, str, str], _plan.Footer] = (
             collections.OrderedDict())
+        self._newest: dict[tuple[str, str], str] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
+
+    def resize(self, max_bytes: int) -> None:
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.max_bytes:
+            (bucket, key, etag), old = self._items.popitem(last=False)
+            self._bytes -= old.nbytes
+            if self._newest.get((bucket, key)) == etag:
+                del self._newest[(bucket, key)]
+
+    def newest(self, obj: ObjectRef) -> tuple[str, _plan.Footer] | None:
+        """The newest ETag cached for ``obj``'s key, and its footer."""
+        with self._lock:
+            etag = self._newest.get((obj.bucket, obj.key))
+            footer = None if etag is None else self._items.get((obj.bucket, obj.key, etag))
+        return None if etag is None or footer is None else (etag, footer)
 
     def get(self, obj: ObjectRef, etag: str | None) -> _plan.Footer | None:
         if not etag:
@@ -81,20 +106,21 @@ class FooterCache:
             return
         key = (obj.bucket, obj.key, etag)
         with self._lock:
+            self._newest[(obj.bucket, obj.key)] = etag
             if key in self._items:
                 return
             self._items[key] = footer
             self._bytes += footer.nbytes
-            while self._bytes > self.max_bytes:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.nbytes
+            self._evict()
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._newest.clear()
             self._bytes = 0
 
 
+#: The process's footer cache, sized by ``S3SLICE_FOOTER_CACHE_MB`` when an engine is made.
 FOOTER_CACHE = FooterCache(64 * 1024 * 1024)
 
 
@@ -179,7 +205,10 @@ class Engine:
                  deadline: Callable[[], None] | None = None) -> None:
         self.settings = settings
         self.fetcher: Fetcher = fetcher if fetcher is not None else S3Fetcher(settings)
-        self.footers = footer_cache if footer_cache is not None else FOOTER_CACHE
+        if footer_cache is None:
+            footer_cache = FOOTER_CACHE
+            footer_cache.resize(settings.footer_cache_mb * 1024 * 1024)
+        self.footers = footer_cache
         self.deadline = deadline or (lambda: None)
         #: Opens a trace span per phase; the entry point sets it when tracing is on.
         self.span: Callable[[str], AbstractContextManager[None]] = _no_span
@@ -318,6 +347,7 @@ class Engine:
         self.deadline()
         with timings.phase("fetch"):
             tail = self.fetcher.get_tail(obj, s.footer_size)
+        assert tail is not None  # asked with no If-None-Match
         size = tail.size
         tmp_free = s.tmp_free_bytes()
         lazy = len(tail.data) < size and streamable(spec)
@@ -378,18 +408,32 @@ class Engine:
                 with image.source() as f:
                     tail = _read_at(f, max(0, obj.size - s.footer_size),
                                     min(obj.size, s.footer_size))
-                footer = _parse_footer_retrying(tail, obj, obj.size, image)
+
+                def held(start: int, end: int) -> bytes:
+                    with image.source() as f:
+                        return _read_at(f, start, end - start)
+                footer = _footer_of(tail, obj.size, held, uri=obj.uri, keep_before=0)
             except BaseException:
                 image.close()
                 raise
             return footer, obj.etag, image, "whole-object GET"
-        got = self.fetcher.get_tail(obj, s.footer_size)
-        try:
-            footer = _plan.parse_footer(got.data, size=got.size, uri=obj.uri,
-                                        keep_before=s.footer_size)
-        except _plan.FooterTooLarge as more:
-            got = self.fetcher.get_tail(obj, more.needed)
-            footer = _plan.parse_footer(got.data, size=got.size, uri=obj.uri)
+        known = self.footers.newest(obj) if obj.etag is None else None
+        got = self.fetcher.get_tail(obj, s.footer_size,
+                                    if_none_match=known[0] if known else None)
+        if got is None:  # the object is still the one whose footer is cached
+            assert known is not None
+            if obj.size is None or obj.size == known[1].size:
+                return known[1], known[0], None, "cache (revalidated)"
+            got = self.fetcher.get_tail(obj, s.footer_size)
+            assert got is not None
+
+        def fetched(start: int, end: int) -> bytes:
+            parts: list[tuple[int, bytes]] = []
+            self.fetcher.get_ranges(obj, [(start, end)], etag=got.etag, concurrency=1,
+                                    sink=lambda at, data: parts.append((at, bytes(data))))
+            return b"".join(data for _, data in sorted(parts))
+        footer = _footer_of(got.data, got.size, fetched, uri=obj.uri,
+                            keep_before=s.footer_size)
         self.footers.put(obj, got.etag, footer)
         return footer, got.etag, None, "suffix GET"
 
@@ -722,13 +766,17 @@ def _magic_checked(sink: Callable[[int, memoryview], None], uri: str
     return check
 
 
-def _parse_footer_retrying(tail: bytes, obj: ObjectRef, size: int, image: Image) -> _plan.Footer:
+def _footer_of(tail: bytes, size: int, before: Callable[[int, int], bytes], *, uri: str,
+               keep_before: int) -> _plan.Footer:
+    """The footer of an object of ``size`` bytes from its last bytes ``tail``; when the
+    footer is longer, ``before(start, end)`` brings the bytes missing in front of the tail
+    (and ``keep_before`` more, where the page index and Bloom filters are)."""
     try:
-        return _plan.parse_footer(tail, size=size, uri=obj.uri)
+        return _plan.parse_footer(tail, size=size, uri=uri, keep_before=keep_before)
     except _plan.FooterTooLarge as more:
-        with image.source() as f:
-            return _plan.parse_footer(_read_at(f, size - more.needed, more.needed), size=size,
-                                      uri=obj.uri)
+        start = max(0, size - more.needed - keep_before)
+        whole = before(start, size - len(tail)) + tail
+        return _plan.parse_footer(whole, size=size, uri=uri, keep_before=keep_before)
 
 
 def _read_at(f: pa.NativeFile, offset: int, nbytes: int) -> bytes:

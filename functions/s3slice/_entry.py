@@ -263,11 +263,6 @@ def _step_functions(event: Mapping[str, Any], kind: _events.Kind, engine: Engine
                     cfg: Config) -> dict[str, Any]:
     batch = _events.parse_batch_input(event.get("BatchInput"))
     objects = _events.step_functions_objects(event, kind, batch.bucket)
-    query = batch.query or cfg.query
-    output = batch.output or cfg.output
-    if query is None or output is None:
-        missing = "query" if query is None else "output"
-        raise RequestError(f"no {missing}: give BatchInput.{missing} or configure the "
-                           f"function's S3SLICE_{'QUERY' if query is None else 'OUTPUT_URI'}",
-                           field=f"BatchInput.{missing}")
+    query, output = cfg.require(what="a Step Functions input", query=batch.query,
+                                output=batch.output, given_in="BatchInput")
     return _run_objects(list(objects), query, output, engine, cfg, compact=True)

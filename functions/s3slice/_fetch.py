@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from ._errors import (
     first_line,
     is_native_panic,
 )
-from ._fetch_exact import ExactKeys, addressable
+from ._fetch_exact import ExactKeys, NotModified, addressable
 from ._request import ObjectRef
 from ._settings import Settings
 
@@ -66,8 +67,12 @@ class Fetcher(Protocol):
 
     counters: Counters
 
-    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
-        """The last ``nbytes`` (all of a smaller object) in one request; never a HEAD."""
+    def get_tail(self, obj: ObjectRef, nbytes: int, *,
+                 if_none_match: str | None = None) -> Tail | None:
+        """The last ``nbytes`` (all of a smaller object) in one request; never a HEAD.
+
+        None when ``if_none_match`` is the object's ETag (it has not changed since).
+        """
         ...
 
     def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
@@ -101,11 +106,27 @@ def _map_error(e: BaseException, uri: str) -> Exception:
         return ObjectNotFoundError("no such object (or bucket)", uri=uri)
     if isinstance(e, oe.PermissionDeniedError | oe.UnauthenticatedError | PermissionError):
         return AccessDeniedError(f"access denied: {text}", uri=uri)
-    if "SlowDown" in text or "503" in text:
+    status, code = _status_and_code(str(e))
+    if status == 503 or code in THROTTLING_CODES:
         return S3SliceThrottledError(f"{uri}: throttled past retries: {text}")
     if isinstance(e, oe.GenericError | OSError | TimeoutError):
         return S3SliceTransientError(f"{uri}: {text}")
     return ObjectError(text, uri=uri)
+
+
+#: S3's error codes that ask the caller to slow down.
+THROTTLING_CODES = frozenset({"SlowDown", "ThrottlingException", "RequestLimitExceeded",
+                              "TooManyRequestsException"})
+_STATUS = re.compile(r"status code: (\d{3})\b")
+_CODE = re.compile(r"<Code>(\w+)</Code>")
+
+
+def _status_and_code(text: str) -> tuple[int | None, str | None]:
+    """The HTTP status and S3 error code object_store reports in its message (it carries
+    no structured status), read from their own fields: never from a key or URL that
+    happens to hold ``503``."""
+    status, code = _STATUS.search(text), _CODE.search(text)
+    return (int(status.group(1)) if status else None, code.group(1) if code else None)
 
 
 class S3Fetcher:
@@ -153,15 +174,23 @@ class S3Fetcher:
                 self._stores[bucket] = store
             return store
 
-    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+    def get_tail(self, obj: ObjectRef, nbytes: int, *,
+                 if_none_match: str | None = None) -> Tail | None:
         if not addressable(obj.key):
-            return self._exact_tail(obj, nbytes)
+            return self._exact_tail(obj, nbytes, if_none_match)
         import obstore
+        import obstore.exceptions as oe
 
         store = self._store(obj.bucket)
+        options: GetOptions = {"range": {"suffix": nbytes}}
+        if if_none_match:
+            options["if_none_match"] = if_none_match
         try:
-            result = obstore.get(store, obj.key, options={"range": {"suffix": nbytes}})
+            result = obstore.get(store, obj.key, options=options)
             data = bytes(result.bytes())
+        except oe.NotModifiedError:
+            self.counters.add(0)
+            return None
         except Exception as e:
             text = str(e)
             if "non-partial response" not in text and "416" not in text:
@@ -234,11 +263,15 @@ class S3Fetcher:
                 f"{obj.uri}: asked for bytes {start}-{end - 1}, got {len(data)} bytes")
         self.counters.add(len(data))
 
-    def _exact_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+    def _exact_tail(self, obj: ObjectRef, nbytes: int, if_none_match: str | None) -> Tail | None:
         from botocore.exceptions import ClientError
 
         try:
-            data, size, etag = self.exact.get(obj, f"bytes=-{nbytes}")
+            data, size, etag = self.exact.get(obj, f"bytes=-{nbytes}",
+                                              if_none_match=if_none_match)
+        except NotModified:
+            self.counters.add(0)
+            return None
         except S3SliceTransientError as e:
             if not isinstance(e.__cause__, ClientError) or "InvalidRange" not in str(e):
                 raise
@@ -344,8 +377,12 @@ class LocalFetcher:
         st = path.stat()
         return f'"{st.st_mtime_ns:x}-{st.st_size:x}"'
 
-    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
+    def get_tail(self, obj: ObjectRef, nbytes: int, *,
+                 if_none_match: str | None = None) -> Tail | None:
         path = self._path(obj)
+        if if_none_match is not None and self._etag(path) == if_none_match:
+            self.counters.add(0)
+            return None
         with path.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
             f.seek(max(0, size - nbytes))
@@ -416,9 +453,13 @@ class RecordingFetcher:
         with self._lock:
             self.calls.append(call)
 
-    def get_tail(self, obj: ObjectRef, nbytes: int) -> Tail:
-        tail = self.inner.get_tail(obj, nbytes)
-        self._record(Call("tail", obj.uri, tail.size - len(tail.data), tail.size))
+    def get_tail(self, obj: ObjectRef, nbytes: int, *,
+                 if_none_match: str | None = None) -> Tail | None:
+        tail = self.inner.get_tail(obj, nbytes, if_none_match=if_none_match)
+        if tail is None:
+            self._record(Call("tail-not-modified", obj.uri))
+        else:
+            self._record(Call("tail", obj.uri, tail.size - len(tail.data), tail.size))
         return tail
 
     def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,

@@ -26,6 +26,10 @@ from ._request import ObjectRef
 from ._settings import Settings
 
 
+class NotModified(Exception):
+    """The object's ETag is the one given as ``If-None-Match``."""
+
+
 def addressable(key: str) -> bool:
     """Whether obstore names exactly ``key``: no empty, ``.`` or ``..`` segment."""
     return all(part not in ("", ".", "..") for part in key.split("/"))
@@ -72,16 +76,22 @@ class ExactKeys:
                                   read_timeout=s.request_timeout_s, connect_timeout=5))
             return self._client
 
-    def get(self, obj: ObjectRef, byte_range: str, etag: str | None = None
-            ) -> tuple[bytes, int, str | None]:
+    def get(self, obj: ObjectRef, byte_range: str, etag: str | None = None, *,
+            if_none_match: str | None = None) -> tuple[bytes, int, str | None]:
         """One ranged GET: the bytes, the object's size and its ETag."""
         args: dict[str, Any] = {"Bucket": obj.bucket, "Key": obj.key, "Range": byte_range}
         if etag:
             args["IfMatch"] = etag
+        if if_none_match:
+            args["IfNoneMatch"] = if_none_match
         try:
             response = self.client().get_object(**args)
             data = response["Body"].read()
         except Exception as e:
+            status = getattr(e, "response", {}).get("ResponseMetadata", {}).get(
+                "HTTPStatusCode")
+            if if_none_match and status == 304:
+                raise NotModified(obj.uri) from e
             raise map_client_error(e, obj.uri) from e
         content_range = str(response.get("ContentRange", ""))
         size = (int(content_range.rpartition("/")[2]) if "/" in content_range

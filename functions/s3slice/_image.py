@@ -28,7 +28,7 @@ import contextlib
 import ctypes
 import os
 import tempfile
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import pyarrow as pa
 
@@ -107,10 +107,11 @@ class _FileBacked:
             os.ftruncate(fd, size)
         except OSError as e:
             self.close()
-            raise self._error(e) from e
+            self._fail(e)
 
-    def _error(self, e: OSError) -> Exception:
-        return e
+    def _fail(self, e: OSError) -> NoReturn:
+        """Raise what ``e`` means for this image (here, ``e`` itself)."""
+        raise e
 
     def reader_source(self) -> str:
         return self.path
@@ -124,7 +125,7 @@ class _FileBacked:
                 start += written
                 view = view[written:]
         except OSError as e:
-            raise self._error(e) from e
+            self._fail(e)
 
     def source(self) -> pa.NativeFile:
         if self.size == 0:
@@ -161,11 +162,11 @@ class FileImage(_FileBacked):
         try:
             fd, path = tempfile.mkstemp(prefix="s3slice-", suffix=".image", dir=directory)
         except OSError as e:
-            raise self._error(e) from e
+            self._fail(e)
         super().__init__(size, fd, path)
 
-    def _error(self, e: OSError) -> Exception:
-        return tmp_dir_error(self.directory, e)
+    def _fail(self, e: OSError) -> NoReturn:
+        raise tmp_dir_error(self.directory, e) from e
 
     def close(self) -> None:
         super().close()

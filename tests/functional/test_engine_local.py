@@ -15,6 +15,7 @@ import pytest
 
 import s3slice._image
 from s3slice import (
+    FOOTER_CACHE,
     Engine,
     FooterCache,
     LocalFetcher,
@@ -306,8 +307,8 @@ class ChangingFetcher(LocalFetcher):
         super().__init__(root)
         self.path, self.times = path, times
 
-    def get_tail(self, obj: Any, nbytes: int) -> Any:
-        tail = super().get_tail(obj, nbytes)
+    def get_tail(self, obj: Any, nbytes: int, *, if_none_match: str | None = None) -> Any:
+        tail = super().get_tail(obj, nbytes, if_none_match=if_none_match)
         if self.times > 0:
             self.times -= 1
             data = self.path.read_bytes()
@@ -342,3 +343,21 @@ def test_batches_bound_memory_per_batch(root: Path, table: pl.DataFrame) -> None
     assert len(rec.batches) > 1
     assert max(rec.batches) <= 512 * 1024
     assert result.stats["needed_bytes"] <= sum(rec.batches) <= result.stats["needed_bytes"] * 1.01
+
+
+@pytest.mark.parametrize(("megabytes", "cached"), [(0, False), (1, True)])
+def test_the_process_footer_cache_is_sized_by_the_setting(root: Path, megabytes: int,
+                                                           cached: bool) -> None:
+    """``S3SLICE_FOOTER_CACHE_MB`` bounds the process's footer cache (0 turns it off)."""
+    try:
+        FOOTER_CACHE.clear()
+        engine = Engine(settings(footer_cache_mb=megabytes), fetcher=LocalFetcher(root))
+        assert engine.footers is FOOTER_CACHE
+        assert FOOTER_CACHE.max_bytes == megabytes * 1024 * 1024
+        engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
+        again = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
+        footer = again.stats["strategy_inputs"]["footer"]
+        assert footer == ("cache (revalidated)" if cached else "suffix GET")
+    finally:
+        FOOTER_CACHE.clear()
+        FOOTER_CACHE.resize(Settings().footer_cache_mb * 1024 * 1024)

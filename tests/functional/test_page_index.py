@@ -35,6 +35,7 @@ from s3slice import _predicate as P
 from s3slice._pages import Held
 from s3slice._query import analyze
 from s3slice._request import Query
+from tests.malformed import thrift_footer
 from tests.unit.test_pruning import frame_st, predicate_st
 
 BUCKET = "data"
@@ -337,3 +338,29 @@ def test_nested_schemas_keep_the_row_group_path(tmp_path: Path, nested: pa.Array
     assert result.frame.equals(pl.read_parquet(path).filter(pl.sql_expr(where)))
     assert "page_index" not in result.stats["strategy_inputs"]
 
+
+
+def test_a_footer_longer_than_the_first_read_costs_one_more_get_of_only_what_is_missing(
+        tmp_path: Path) -> None:
+    """The retry fetches just the bytes before the first tail (and ``footer_size`` more,
+    where the page index lies), so the index then needs no GET of its own."""
+    table = pa.table({f"c{i}": pa.array(range(40_000)) for i in range(3)})
+    path = write(tmp_path, table, row_group_size=1_000)
+    data = path.read_bytes()
+    footer_length = int.from_bytes(data[-8:-4], "little") + 8
+    footer_size = 8 * 1024
+    assert footer_length > footer_size  # the first tail holds only part of the footer
+    index_start = min(chunk.column_index_offset
+                      for group in thrift_footer(data).row_groups for chunk in group.columns)
+    assert len(data) - footer_length - index_start <= footer_size  # within the retry's reach
+    engine, rec = engine_for(tmp_path, footer_size=footer_size)
+    got = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["c0"],
+                       "filter": "c1 BETWEEN 100 AND 120"})
+    assert got.frame["c0"].to_list() == list(range(100, 121))
+    tail, retry, *data_reads = list(rec)
+    assert (tail.kind, tail.start, tail.end) == ("tail", len(data) - footer_size, len(data))
+    assert (retry.kind, retry.end) == ("range", len(data) - footer_size)
+    assert retry.start == len(data) - footer_length - footer_size
+    assert got.stats["strategy_inputs"]["page_index"]["used"] is True
+    # Every later read is of data pages, none of the index.
+    assert all(c.end <= index_start for c in data_reads), data_reads

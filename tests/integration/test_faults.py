@@ -163,3 +163,15 @@ def test_empty_objects_over_s3(world: S3Env) -> None:
         lambda_handler({"source": f"s3://{BUCKET}/empty.parquet"}, LambdaContext())
     response = lambda_handler({"source": f"s3://{BUCKET}/empty.csv"}, LambdaContext())
     assert response["rows"] == []
+
+
+def test_a_500_on_a_key_holding_503_is_transient_not_throttling(world: S3Env) -> None:
+    """Throttling is told by the response's status and error code, never by the text of
+    the key or URL in the message."""
+    key = "part-503.parquet"
+    world.put_frame(BUCKET, key, sample_table(1_000, seed=3))
+    world.faults.add(Fault("500", times=1_000))
+    with pytest.raises(S3SliceTransientError) as info:
+        lambda_handler({"source": f"s3://{BUCKET}/{key}", **QUERY}, LambdaContext())
+    assert not isinstance(info.value, S3SliceThrottledError)
+    assert "part-503" in str(info.value)

@@ -165,8 +165,18 @@ def test_output_that_would_trigger_the_function_again_is_refused(output: str,
 
 
 def test_disjoint_output_and_sources_are_accepted() -> None:
-    Config.from_env({"S3SLICE_OUTPUT_URI": "s3://data/results/",
-                     "S3SLICE_SOURCE_URIS": "s3://data/incoming/"})
+    config = Config.from_env({"S3SLICE_OUTPUT_URI": "s3://data/results/",
+                              "S3SLICE_SOURCE_URIS": "s3://data/incoming/"})
+    assert config.sources == (("data", "incoming/"),)
+    assert config.output is not None and config.output.uri == "s3://data/results/"
+    assert config.is_output(ObjectRef(bucket="data", key="results/x.parquet"))
+    assert not config.is_output(ObjectRef(bucket="data", key="incoming/x.parquet"))
+
+
+def test_a_step_functions_input_missing_its_query_names_the_field() -> None:
+    with pytest.raises(RequestError, match="BatchInput.query or configure") as info:
+        Config().require(what="a Step Functions input", given_in="BatchInput")
+    assert info.value.field == "BatchInput.query"
 
 
 def test_triggered_runs_need_query_and_output() -> None:
