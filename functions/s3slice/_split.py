@@ -433,6 +433,13 @@ def _rows_split(select: exp.Select, sql: str) -> Split:
     for i, ordered in enumerate(order.expressions if order is not None else []):
         assert isinstance(ordered, exp.Ordered)
         node = ordered.this
+        if star and isinstance(node, exp.Literal) and not node.is_string:
+            # A position in ``SELECT *``: the same column of the partial (hidden keys come
+            # after the selected ones) and of the final plan's rows.
+            keys.append(exp.Ordered(this=exp.Literal.number(_integer(node, "ORDER BY")),
+                                    desc=ordered.args.get("desc"),
+                                    nulls_first=ordered.args.get("nulls_first")))
+            continue
         expr = _position(node, outputs, "ORDER BY") if not star else None
         if expr is None and isinstance(node, exp.Column) and not node.table and (
                 node.name in aliases):

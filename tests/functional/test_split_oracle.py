@@ -150,6 +150,9 @@ ROWS = [
     ("SELECT DISTINCT g, h FROM s3object ORDER BY g NULLS FIRST, h LIMIT 8", True),
     ("SELECT DISTINCT s FROM s3object ORDER BY s DESC", True),
     ("SELECT DISTINCT x % 3 AS r FROM s3object ORDER BY r", True),
+    ("SELECT * FROM s3object ORDER BY 2 DESC, id LIMIT 9", True),
+    ("SELECT DISTINCT * FROM s3object ORDER BY 4 NULLS FIRST, 1 LIMIT 6", True),
+    ("SELECT x + 100 AS x, id FROM s3object ORDER BY x DESC, id LIMIT 5", True),
 ]
 
 

@@ -135,6 +135,17 @@ def test_order_limit_keeps_the_top_k_plus_offset_per_batch() -> None:
     assert s.run([DATA]).collect().columns == ["g", "x"]
 
 
+def test_order_by_position_in_select_star_orders_by_that_column() -> None:
+    s = must_split("SELECT * FROM s3object ORDER BY 2 DESC, s LIMIT 3")
+    assert "ORDER BY 2 DESC" in s.partial_sql and "ORDER BY 2 DESC" in s.final_sql
+    assert s.run([DATA[:2], DATA[2:]]).collect()["x"].to_list() == [None, None, 6]
+
+
+def test_an_alias_in_order_by_means_the_output() -> None:
+    s = must_split("SELECT -x AS x FROM s3object ORDER BY x LIMIT 2")
+    assert s.run([DATA[:3], DATA[3:]]).collect()["x"].to_list() == [-6, -4]
+
+
 def test_plain_order_keeps_polars_null_order() -> None:
     """``ORDER BY x DESC`` puts nulls first in polars; rebuilt, it must still."""
     s = must_split("SELECT x FROM s3object ORDER BY x DESC LIMIT 2")
