@@ -1,0 +1,130 @@
+"""The command line in-process: what it sends, what it refuses before sending anything, and
+how a failure becomes an exit code (the subprocess runs are in tests/integration/test_cli.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from s3slice import RequestError
+from s3slice import __main__ as cli
+
+SOURCE = "s3://b/k.parquet"
+
+
+def request_of(*args: str) -> dict[str, Any]:
+    return cli.query_request(cli.build_parser().parse_args(["query", "--source", SOURCE, *args]))
+
+
+def test_the_request_carries_every_option_given() -> None:
+    assert request_of("--columns", "a, b", "--filter", "a <= 1", "--limit", "0") == {
+        "source": SOURCE, "columns": ["a", "b"], "filter": "a <= 1", "limit": 0}
+    assert request_of("--sql", "SELECT a FROM s3object", "--output", "s3://o/p/",
+                      "--format", "csv", "--return-rows") == {
+        "source": SOURCE, "sql": "SELECT a FROM s3object",
+        "output": {"uri": "s3://o/p/", "format": "csv"}, "return_rows": True}
+    assert request_of("--columns", "a", "--output", "s3://o/p/")["output"] == {
+        "uri": "s3://o/p/", "format": "parquet"}
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Runs ``argv``, which must be refused: exit 2, nothing on stdout, the reason on stderr
+    in argparse's form; returns stderr."""
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_ERROR == 2
+    assert out == ""
+    assert "usage: s3slice" in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--filter", "a <= 1"], "--filter cannot"),
+    (["--limit", "5"], "--limit cannot"),
+    (["--filter", "a <= 1", "--limit", "5"], "--filter and --limit cannot"),
+    (["--limit", "0"], "--limit cannot"),
+    (["--filter", ""], "--filter cannot"),
+])
+def test_sql_with_filter_or_limit_is_refused_not_dropped(
+        capsys: pytest.CaptureFixture[str], extra: list[str], named: str) -> None:
+    err = refused(capsys, "query", "--source", SOURCE, "--sql", "SELECT a FROM s3object",
+                  *extra)
+    assert f"s3slice query: error: {named} be combined with --sql" in err
+    assert "WHERE" in err and "LIMIT" in err
+
+
+def test_format_without_output_is_refused_not_ignored(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, "query", "--source", SOURCE, "--columns", "a", "--format", "csv")
+    assert "s3slice query: error: --format is the format of the result written to --output" \
+        in err
+
+
+def test_invoke_on_a_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    err = refused(capsys, "invoke", str(missing))
+    assert f"s3slice invoke: error: cannot read the event file {str(missing)!r}: " \
+        "No such file or directory" in err
+
+
+def test_invoke_on_a_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    err = refused(capsys, "invoke", str(tmp_path))
+    assert "cannot read the event file" in err and "Is a directory" in err
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"{nope", "is not JSON: Expecting property name"),
+    (b"", "is not JSON: Expecting value"),
+    (b'{"source": "s3://b/k"', "is not JSON: Expecting ',' delimiter"),
+    (b"\xff\xfe{}", "cannot read the event file"),
+], ids=["malformed", "empty", "truncated", "not UTF-8"])
+def test_invoke_on_a_file_that_is_not_json(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path, content: bytes, reason: str) -> None:
+    event = tmp_path / "event.json"
+    event.write_bytes(content)
+    err = refused(capsys, "invoke", str(event))
+    assert "s3slice invoke: error: " in err and str(event) in err and reason in err
+
+
+def test_a_typed_error_is_json_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def invoke(event: Any, context: Any) -> Any:
+        raise RequestError("must not be negative, got -1", field="limit")
+    monkeypatch.setattr(cli, "_invoke", invoke)
+    assert cli.main(["query", "--source", SOURCE, "--columns", "a"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"status": "error", "errorType": "RequestError",
+                               "errorMessage": "limit: must not be negative, got -1",
+                               "retryable": False}
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("error", [OverflowError("Python int too large to convert to C long"),
+                                   ValueError("Received None from session.get_credentials"),
+                                   KeyError("x"), RuntimeError()],
+                         ids=lambda e: type(e).__name__)
+def test_an_unexpected_error_is_json_and_exit_1_without_a_traceback(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        error: Exception) -> None:
+    def invoke(event: Any, context: Any) -> Any:
+        raise error
+    monkeypatch.setattr(cli, "_invoke", invoke)
+    assert cli.main(["query", "--source", SOURCE, "--columns", "a"]) == cli.EXIT_UNEXPECTED == 1
+    out, err = capsys.readouterr()
+    response = json.loads(out)
+    message = str(error) or type(error).__name__
+    assert response == {"status": "error", "errorType": type(error).__name__,
+                        "errorMessage": message, "retryable": False}
+    assert err == f"s3slice: unexpected {type(error).__name__}: {message}\n"
+
+
+def test_the_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["query", "--help"], ["invoke", "--help"]):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(argv)
+        assert exited.value.code == 0
+        out = capsys.readouterr().out
+        assert "exit codes:" in out and "  2  a typed error" in out and "  1  an unexpected" in out
