@@ -25,6 +25,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from s3slice._query import analyze, with_paths
+from s3slice._request import Query
 from s3slice._split import Split, split_query
 
 REL = 1e-9
@@ -322,3 +324,41 @@ def test_random_batchings_give_the_oracles_aggregates(
                     assert math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-6), (sql, a, b)
                 else:
                     assert x == y, (sql, a, b)
+
+
+# ------------------------------------------------------------------- the analysed SQL
+
+ANALYSED = [
+    "SELECT s.rec.c, COUNT(*) AS n, SUM(s.rec.b), AVG(s.rec.b) FROM s3object s "
+    "GROUP BY s.rec.c",
+    "SELECT s.tags[0], COUNT(*), COUNT(DISTINCT s.rec.b) FROM s3object s GROUP BY s.tags[0]",
+    "SELECT id, s.rec.b FROM s3object s ORDER BY s.rec.b DESC, id LIMIT 5",
+    "SELECT COUNT(*), MAX(TO_TIMESTAMP(ts)) AS latest FROM s3object "
+    "WHERE TO_TIMESTAMP(ts) < TO_TIMESTAMP('2024-05-20T')",
+    "SELECT DATE_DIFF(day, TO_TIMESTAMP('2024-05-01T'), TO_TIMESTAMP(ts)) AS d, "
+    "COUNT(*) AS n FROM s3object GROUP BY d",
+]
+
+
+@pytest.mark.parametrize("sql", ANALYSED)
+def test_the_analysed_sql_splits_with_its_paths_computed_per_batch(sql: str) -> None:
+    """The wiring's contract: split ``Analysis.sql`` (paths rewritten, S3 Select functions
+    translated), compute the path columns on each batch as ``Analysis.finish`` does, and
+    the answer is ``Analysis.finish`` over all rows."""
+    rng = random.Random(3)
+    n = 200
+    df = pl.DataFrame({
+        "id": range(n),
+        "rec": [{"b": rng.choice([None, *range(5)]), "c": rng.choice(["u", "v", None])}
+                for _ in range(n)],
+        "tags": [[rng.choice("xyz") for _ in range(rng.randint(0, 3))] for _ in range(n)],
+        "ts": [f"2024-05-{rng.randint(1, 28):02d}T10:00:00Z" for _ in range(n)]})
+    analysis = analyze(Query(sql=sql))
+    assert analysis.sql is not None
+    want = analysis.finish(df.lazy()).collect()
+    s = split_query(analysis.sql)
+    assert s is not None
+    batches = [with_paths(df[i:i + 37].lazy(), analysis.paths) for i in range(0, n, 37)]
+    schema = with_paths(df.lazy(), analysis.paths).collect_schema()
+    got = s.run(batches, schema=schema).collect()
+    assert_same(got, want, ordered="ORDER BY" in sql)
