@@ -6,6 +6,12 @@ A query that combines rows across objects (an aggregate, ``GROUP BY``, ``DISTINC
     split = split_query(sql)                  # None: the query does not combine objects
     partials = [split.partial(batch) for batch in batches]     # the map, one per batch
     answer = split.final(partials, schema=batch_schema)        # the reduce
+    answer = split.run(batches, schema=batch_schema)           # both, in one process
+
+The final step needs at least one partial frame, in batch order (``LIMIT`` without
+``ORDER BY`` keeps the first rows); with no batches at all, the partial of an empty batch
+of the schema (``run`` makes it). Partial frames are plain frames of ordinary types
+(Parquet round-trips them), concatenated with ``how="vertical_relaxed"``.
 
 ``split_query(sql)`` takes the SQL polars runs over the table ``s3object`` (the analysed
 query's ``Analysis.sql``: path expressions already rewritten into the
@@ -22,7 +28,13 @@ of partial states; ``Split.final_sql`` runs over the concatenation of the partia
 and order. ``Split.final(..., schema=...)`` also casts each column to the type polars
 gives the original query over rows of that schema (found by running the query over no
 rows), and names it as polars does; without a schema the names are ``final_sql``'s own,
-which follow polars' naming for the usual shapes. Both plans are built as sqlglot trees.
+which follow polars' naming for the usual shapes. Both plans are built as sqlglot trees,
+read and written in the S3 Select dialect with polars' null ordering (nulls largest).
+
+A name in GROUP BY that is both an output alias and a source column is taken as the alias
+(the text alone cannot tell; polars takes the column and then refuses the query): with a
+schema, ``Split.output_schema`` runs the original query over no rows, so calling it on
+the first batch's schema surfaces every error polars would raise, before the map.
 
 What each construct becomes (partial per batch -> final over the partials):
 
