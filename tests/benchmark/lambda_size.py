@@ -398,6 +398,7 @@ def markdown(doc: dict[str, Any]) -> str:
         + ("" if meta.get("complete") else " (**incomplete**: the run stopped or is running)"),
         f"- commit: `{meta['commit']}`",
         f"- command: `{meta['command']}`",
+        *[f"- resumed from: `{c}`" for c in meta.get("earlier", [])],
         f"- {meta.get('service_code', '')}",
         f"- profile: `{meta['profile']}` ({meta.get('profile_check')}); scale {meta['scale']:g}",
         f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores shared with "
@@ -705,8 +706,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     WORK.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"runs": []}
+    earlier: list[str] = []
     if args.resume and stem.with_suffix(".json").exists():
         doc = json.loads(stem.with_suffix(".json").read_text())
+        old = doc.get("meta", {})
+        earlier = [*old.get("earlier", []), f"{old.get('command')} (commit {old.get('commit')})"]
     meta: dict[str, Any] = {
         "commit": report.git_commit(),
         "command": " ".join([".venv/bin/python -m tests.benchmark.lambda_size", *sys.argv[1:]]),
@@ -715,6 +719,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": sizes,
         "packages": report.package_versions(),
         "duckdb_memory_fraction": DUCKDB_MEMORY_FRACTION,
+        "earlier": earlier,
     }
     global SERVICE_PATH
     if args.service_source == "head":
