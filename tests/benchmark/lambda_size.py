@@ -723,7 +723,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     global SERVICE_PATH
     if args.service_source == "head":
+        # A resumed run measures the same s3slice as the runs it adds to.
         head = meta["commit"].split()[0]
+        if args.resume and doc.get("meta", {}).get("commit"):
+            head = doc["meta"].get("service_commit") or doc["meta"]["commit"].split()[0]
+        meta["service_commit"] = head
         SERVICE_PATH = snapshot_service(head)
         meta["service_code"] = f"s3slice as committed at {head} (git archive; {SERVICE_PATH})"
     else:
