@@ -686,14 +686,17 @@ class Engine:
         expected = sum(md.row_group(g).num_rows for g in groups)
         whole = complete or len(groups) == md.num_row_groups
         counted = analysis.where is None and analysis.early_limit is None
-        readable = not foreign_time_zones(pa.schema([schema.field(c) for c in columns]))
-        got: dict[str, int] = {}
-        if whole and readable and (counted or not _plan.nested_columns(md) & set(columns)):
-            frame = self._try_polars(obj, image, columns, schema, analysis if not counted
-                                     else None, got)
-            if frame is not None and (not counted or frame.height == expected):
-                return (frame if not counted else collect(analysis.prefilter(frame.lazy())),
-                        "polars")
+        polars_may = whole and not foreign_time_zones(
+            pa.schema([schema.field(c) for c in columns]))
+        polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
+        if polars_may and (counted or not _plan.nested_columns(md) & set(columns)):
+            frame = self._try_polars(obj, image, columns, schema,
+                                     None if counted else analysis)
+            if frame is not None and not counted:
+                return frame, "polars"
+            if frame is not None and frame.height == expected:
+                return collect(analysis.prefilter(frame.lazy())), "polars"
+            polars_rows = None if frame is None else frame.height
         try:
             pf = pq.ParquetFile(image.source(), metadata=md,
                                 coerce_int96_timestamp_unit=_plan.INT96_UNIT)
@@ -701,30 +704,30 @@ class Engine:
             pieces = [pf.read_row_group(g, columns=columns, use_threads=True) for g in groups]
         except (OSError, pa.ArrowException, ValueError) as e:
             raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
-        table = pa.concat_tables(pieces)
         wrong = next(((g, t.num_rows) for g, t in zip(groups, pieces, strict=True)
                       if t.num_rows != md.row_group(g).num_rows), None)
-        if wrong is not None and whole and readable and "polars" not in got:
-            frame = self._try_polars(obj, image, columns, schema, None, got)
+        if wrong is not None and polars_may and polars_rows is None:
+            frame = self._try_polars(obj, image, columns, schema, None)
             if frame is not None and frame.height == expected:
                 return collect(analysis.prefilter(frame.lazy())), "polars"
+            polars_rows = None if frame is None else frame.height
         if wrong is not None:
             g, n = wrong
-            other = "".join(f", polars {rows} of the {expected} in row groups "
-                            f"{_ranges_text(groups)}" for rows in got.values())
+            also = ("" if polars_rows is None else f", and polars {polars_rows} of the "
+                    f"{expected} in row groups {_ranges_text(groups)}")
             raise ObjectFormatError(
                 f"row group {g} holds {md.row_group(g).num_rows} rows by the footer, but "
-                f"pyarrow decoded {n}{other}; no result is built from fewer rows",
-                uri=obj.uri)
+                f"pyarrow decoded {n}{also}; no result is built from fewer rows", uri=obj.uri)
+        table = pa.concat_tables(pieces)
         # The row groups stay separate chunks: rechunking would copy the whole decoded table
         # once more, at twice its memory for a moment.
         return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"
 
     @staticmethod
     def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Schema,
-                    analysis: Analysis | None, got: dict[str, int]) -> pl.DataFrame | None:
-        """polars' decode of the image (filtered by ``analysis`` when given), or None when
-        it fails or panics; an unfiltered decode's row count goes into ``got``."""
+                    analysis: Analysis | None) -> pl.DataFrame | None:
+        """polars' decode of the image, filtered by ``analysis`` when given, as the pyarrow
+        path types it; None when polars fails or panics."""
         want = to_polars(compatible(schema).empty_table().select(columns))
         try:
             lf = pl.scan_parquet(image.reader_source(), glob=False,
@@ -733,16 +736,13 @@ class Engine:
             casts = [pl.col(c).cast(t) for c, t in want.schema.items() if have[c] != t]
             if casts:
                 lf = lf.with_columns(casts)
-            frame = (analysis.prefilter(lf) if analysis is not None else lf).collect()
+            return (analysis.prefilter(lf) if analysis is not None else lf).collect()
         except BaseException as e:
             if not (isinstance(e, Exception) or is_native_panic(e)):
                 raise
             logger.debug("polars could not decode; pyarrow decodes",
                          extra={"uri": obj.uri, "error": first_line(e)})
             return None
-        if analysis is None:
-            got["polars"] = frame.height
-        return frame
 
 
 def _ranges_text(groups: Iterable[int]) -> str:
@@ -760,7 +760,8 @@ def _magic_checked(sink: Callable[[int, memoryview], None], uri: str
                    ) -> Callable[[int, memoryview], None]:
     """``sink``, checking the leading ``PAR1`` of the part that starts the object."""
     def check(start: int, data: memoryview) -> None:
-        if start == 0 and len(data) >= len(_plan.MAGIC) and data[:4] != _plan.MAGIC:
+        magic = _plan.MAGIC
+        if start == 0 and len(data) >= len(magic) and data[:len(magic)] != magic:
             raise ObjectFormatError("not a Parquet object: no PAR1 magic at its start", uri=uri)
         sink(start, data)
     return check
