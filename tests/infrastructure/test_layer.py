@@ -5,9 +5,10 @@ target's platform and Python, the layer and the function code together fit Lambd
 250 MiB unzipped limit; what was trimmed is gone, what the service loads is there, linked
 and stripped; and the same requirements, trimmed the same way, built for this machine and
 its Python, import and do the service's work from the layer's own directory with nothing
-else on the path, and run the integration tests (tests/integration) that way: in a
-virtualenv that has only the test runner, moto's S3 server and boto3 (which Lambda's
-runtime provides), with the service's dependencies coming from the layer alone.
+else on the path, and run the end-to-end integration tests
+(tests/integration/test_s3_end_to_end.py) that way: in a virtualenv that has only the
+test runner, moto's S3 server and boto3 (which Lambda's runtime provides), with the
+service's dependencies coming from the layer alone.
 
 Builds are slow the first time (they download ~100 MB of wheels per target) and reused
 after that: ``layers/build/<arch>`` is rebuilt only when its inputs change, and the
@@ -294,16 +295,26 @@ def test_deployable_layer_works_with_its_python(layer: Built) -> None:
     assert "SMOKE OK" in result.stdout
 
 
-# ------------------------------------------------- the integration tests on the layer
+# ---------------------------------------------- the end-to-end tests on the layer
 
-#: What the integration tests need besides the service and its dependencies: the test
-#: runner, boto3 (which the Lambda runtime provides) and the embedded S3 server, i.e. moto
-#: for S3 plus the server-mode pieces of ``moto[server]`` that ``s3slice._local_s3`` uses
-#: (flask, flask-cors), and psutil (imported by the warm-reuse module). The rest of that extra
-#: (cfn-lint, sympy, docker, aws-xray-sdk, ...) is for other services, would triple the
-#: install, and would put on the path an X-Ray SDK that the layer deliberately leaves out.
+#: The integration tests run on the layer: the end-to-end file, which drives the handler
+#: through a real S3 server over every output format, SQL, the page index and the error
+#: paths, and the tracing test, which builds the X-Ray recorder with the runtime's botocore
+#: (the smoke check cannot: it has no botocore). Together they load every module of the
+#: layer that the whole of tests/integration loads; the rest of it tests the service's own
+#: logic, which does not depend on where the libraries come from, and runs in the main suite.
+LAYER_TESTS = ("tests/integration/test_s3_end_to_end.py",
+               "tests/integration/test_entry_points.py"
+               "::test_each_phase_is_a_trace_subsegment_when_tracing_is_on")
+#: What those tests need besides the service and its dependencies: the test runner (and
+#: hypothesis, which tests/conftest.py imports), boto3 (which the Lambda runtime provides)
+#: and the embedded S3 server, i.e. moto for S3 plus the server-mode pieces of
+#: ``moto[server]`` that ``s3slice._local_s3`` uses (flask, flask-cors). The rest of that
+#: extra (cfn-lint, sympy, docker, aws-xray-sdk, ...) is for other services, would triple
+#: the install, and would put on the path an X-Ray SDK that the layer deliberately leaves
+#: out.
 TEST_ENV_REQUIREMENTS = ("pytest", "pytest-timeout", "hypothesis", "boto3", "moto[s3]",
-                         "flask", "flask-cors", "psutil")
+                         "flask", "flask-cors")
 #: The layer's import packages that the service uses (and their compiled runtime).
 SERVICE_PACKAGES = ("polars", "pyarrow", "obstore", "aws_lambda_powertools", "sqlglot",
                     "thriftpy2", "xxhash")
@@ -410,9 +421,9 @@ def _is_inside(path: str, root: Path) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
 
 
-def test_integration_tests_pass_on_the_native_layer(
+def test_end_to_end_tests_pass_on_the_native_layer(
         native_layer: Built, tmp_path: Path) -> None:
-    """tests/integration with the service's dependencies from the native layer only.
+    """``LAYER_TESTS`` with the service's dependencies from the native layer only.
 
     The native layer is the same pins and the same trimming as the deployable ones, for
     this machine and this Python, so this shows that the trimming removed nothing the
@@ -445,11 +456,9 @@ def test_integration_tests_pass_on_the_native_layer(
         PATH=os.pathsep.join([str(venv / "bin"), os.environ.get("PATH", "")]),
         PYTHONPATH=os.pathsep.join([str(native_layer.site), str(functions), str(plugin_dir)]),
         S3SLICE_PROVENANCE=str(provenance))
-    # The slow warm-reuse test repeats what the others exercise a thousand times; it runs
-    # in the main suite, and the layer is proven by everything else.
     run = subprocess.run(
-        [python, "-m", "pytest", "tests/integration", "-m", "not benchmark and not slow", "-q",
-         "-p", "no:cacheprovider", "-p", "s3slice_layer_provenance"],
+        [python, "-m", "pytest", *LAYER_TESTS, "-q", "-p", "no:cacheprovider",
+         "-p", "s3slice_layer_provenance"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1500, check=False)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
@@ -460,7 +469,7 @@ def test_integration_tests_pass_on_the_native_layer(
     recorded = json.loads(provenance.read_text())
     files: dict[str, str | None] = recorded["files"]
     assert _is_inside(recorded["prefix"], venv)
-    for package in SERVICE_PACKAGES:
+    for package in (*SERVICE_PACKAGES, "aws_xray_sdk.core.recorder", "wrapt._wrappers"):
         assert package in files, f"the integration tests never imported {package}"
     strays = sorted(f"{name} from {file}" for name, file in files.items()
                     if file and name.split(".", 1)[0] in LAYER_ONLY_PACKAGES
