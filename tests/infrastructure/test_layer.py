@@ -1,4 +1,4 @@
-"""The Lambda dependency layer (layers/build.py).
+"""The Lambda dependency layer (layers/build.py, the layerbuild package).
 
 Built for both Lambda architectures (Python 3.13) without Docker, from wheels for the
 target's platform and Python, the layer and the function code together fit Lambda's
@@ -17,10 +17,10 @@ wheels are kept in ``~/.cache/s3slice-layer/wheels``.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import fnmatch
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
@@ -30,29 +30,32 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from layers.layerbuild.check import FORBIDDEN, REQUIRED
+from layers.layerbuild.elf import check_elf_closure, elf_files, read_elf
+from layers.layerbuild.errors import BuildError
+from layers.layerbuild.files import function_code_size, iter_files, tree_size
+from layers.layerbuild.fingerprint import fingerprint, package_files
+from layers.layerbuild.layout import (
+    BUILD_ROOT,
+    FUNCTION_DIR,
+    PACKAGE_DIR,
+    REQUIREMENTS,
+    SIZE_REPORT,
+    default_wheel_cache,
+)
+from layers.layerbuild.pins import check_closure, installed_distributions, normalize, read_pins
+from layers.layerbuild.smoke import find_python, run_smoke_check
+from layers.layerbuild.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_PY = REPO / "layers" / "build.py"
 LAMBDA_LIMIT = 262_144_000  # function + layers, unzipped: 250 MiB
 
 pytestmark = [pytest.mark.slow, pytest.mark.infrastructure, pytest.mark.timeout(1800)]
-
-
-def _load_build_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("s3slice_layer_build", BUILD_PY)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-lb = _load_build_module()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Built:
         return str(self.report["machine"])
 
     def files(self) -> list[str]:
-        return [p.relative_to(self.site).as_posix() for p in lb.iter_files(self.site)]
+        return [p.relative_to(self.site).as_posix() for p in iter_files(self.site)]
 
     def dirs(self) -> list[str]:
         return [p.relative_to(self.site).as_posix() for p in self.site.rglob("*") if p.is_dir()]
@@ -83,7 +86,7 @@ def _build(*args: str, out: Path) -> Built:
                           cwd=REPO, capture_output=True, text=True, timeout=1700, check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"layers/build.py {' '.join(args)} failed:\n{log}"
-    report = json.loads((out / lb.SIZE_REPORT).read_text())
+    report = json.loads((out / SIZE_REPORT).read_text())
     return Built(out=out, report=report, log=log)
 
 
@@ -91,7 +94,7 @@ def _build(*args: str, out: Path) -> Built:
 def layer(request: pytest.FixtureRequest) -> Built:
     """The deployable layer for one architecture, Python 3.13, in layers/build/<arch>."""
     arch: str = request.param
-    built = _build("--arch", arch, "--python", "3.13", out=lb.BUILD_ROOT / arch)
+    built = _build("--arch", arch, "--python", "3.13", out=BUILD_ROOT / arch)
     assert (built.report["arch"], built.report["python"]) == (arch, "3.13")
     return built
 
@@ -99,7 +102,7 @@ def layer(request: pytest.FixtureRequest) -> Built:
 @pytest.fixture(scope="session")
 def native_layer() -> Built:
     """The same requirements built for this machine and this interpreter."""
-    return _build("--native", out=lb.BUILD_ROOT / "native")
+    return _build("--native", out=BUILD_ROOT / "native")
 
 
 def _report_lines(built: Built) -> str:
@@ -111,11 +114,11 @@ def _report_lines(built: Built) -> str:
 
 
 def test_layer_plus_function_code_fits_lambda_limit(layer: Built) -> None:
-    total, files = lb.tree_size(layer.site)
+    total, files = tree_size(layer.site)
     assert (total, files) == (layer.report["total_bytes"], layer.report["file_count"])
-    assert lb.FUNCTION_DIR == REPO / "functions" / "s3slice"
-    assert lb.FUNCTION_DIR.is_dir()
-    function = lb.function_code_size()
+    assert FUNCTION_DIR == REPO / "functions" / "s3slice"
+    assert FUNCTION_DIR.is_dir()
+    function = function_code_size()
     assert function > 0
     assert total + function <= LAMBDA_LIMIT, (
         f"{layer.report['arch']} layer {total:,} + function {function:,} = "
@@ -140,7 +143,7 @@ def _wheel_tags(site: Path) -> dict[str, list[tuple[str, str, str]]]:
     """``{distribution: [(interpreter, abi, platform), ...]}`` from each ``WHEEL`` file."""
     tags: dict[str, list[tuple[str, str, str]]] = {}
     for wheel in site.glob("*.dist-info/WHEEL"):
-        dist = lb.normalize(wheel.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+        dist = normalize(wheel.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0])
         for line in wheel.read_text().splitlines():
             if line.startswith("Tag:"):
                 interpreter, abi, plat = line.split(":", 1)[1].strip().split("-")
@@ -151,14 +154,14 @@ def _wheel_tags(site: Path) -> dict[str, list[tuple[str, str, str]]]:
 def test_wheels_are_for_the_target_platform_and_python(layer: Built) -> None:
     """pip installed wheels for Lambda's machine, glibc and CPython (``--platform``,
     ``--python-version``, ``--only-binary``), not this machine's."""
-    target = lb.Target(arch=layer.report["arch"], python=layer.report["python"])
+    target = Target(arch=layer.report["arch"], python=layer.report["python"])
     assert layer.report["native"] is False
     assert layer.report["platforms"] == target.platforms()
     assert all(tag.endswith(f"_{layer.machine}") for tag in target.platforms())
     assert target.platforms()[0] == f"manylinux_2_34_{layer.machine}"  # AL2023's glibc
     cp = "cp" + layer.report["python"].replace(".", "")  # cp313
     tags = _wheel_tags(layer.site)
-    assert set(tags) == set(lb.read_pins())
+    assert set(tags) == set(read_pins())
     compiled = set()
     for dist, wheel_tags in tags.items():
         assert any(
@@ -181,8 +184,8 @@ def test_wheels_are_for_the_target_platform_and_python(layer: Built) -> None:
 
 
 def test_distributions_are_exactly_the_pins(layer: Built) -> None:
-    pins = lb.read_pins()
-    assert lb.installed_distributions(layer.site) == pins
+    pins = read_pins()
+    assert installed_distributions(layer.site) == pins
     assert set(layer.report["packages"]) == set(pins)
     for provided_by_lambda in ("boto3", "botocore", "s3transfer"):
         assert provided_by_lambda not in pins
@@ -190,11 +193,11 @@ def test_distributions_are_exactly_the_pins(layer: Built) -> None:
     # polars 2 is a front end plus a separately published compiled runtime
     assert pins["polars"] == pins["polars-runtime-32"]
     # the pins are the closure for the target (aws-xray-sdk's botocore is the runtime's)
-    lb.check_closure(layer.site, pins, lb.Target(arch=layer.report["arch"],
-                                                  python=layer.report["python"]))
-    with pytest.raises(lb.BuildError, match="aws-xray-sdk needs wrapt"):
-        lb.check_closure(layer.site, {k: v for k, v in pins.items() if k != "wrapt"},
-                         lb.Target(arch=layer.report["arch"], python=layer.report["python"]))
+    check_closure(layer.site, pins, Target(arch=layer.report["arch"],
+                                           python=layer.report["python"]))
+    with pytest.raises(BuildError, match="aws-xray-sdk needs wrapt"):
+        check_closure(layer.site, {k: v for k, v in pins.items() if k != "wrapt"},
+                      Target(arch=layer.report["arch"], python=layer.report["python"]))
 
 
 def test_trimmed_parts_are_gone(layer: Built) -> None:
@@ -217,29 +220,29 @@ def test_trimmed_parts_are_gone(layer: Built) -> None:
     for pattern in gone_dirs:
         hits = fnmatch.filter(dirs, pattern)
         assert not hits, f"{pattern} should be trimmed: {hits[:5]}"
-    for pattern in lb.FORBIDDEN:
+    for pattern in FORBIDDEN:
         assert not fnmatch.filter(files + dirs, pattern), pattern
 
 
 def test_required_libraries_are_present_and_linkable(layer: Built) -> None:
-    for pattern in lb.REQUIRED:
+    for pattern in REQUIRED:
         assert list(layer.site.glob(pattern)), f"missing {pattern}"
     # what pyarrow's core extension links, all of which must stay
     (lib,) = layer.site.glob("pyarrow/lib.*.so")
-    needed = set(lb.read_elf(lib).needed)
+    needed = set(read_elf(lib).needed)
     for name in ("libarrow", "libparquet", "libarrow_compute", "libarrow_acero",
                  "libarrow_dataset", "libarrow_substrait", "libarrow_python"):
         (so,) = [n for n in needed if re.fullmatch(rf"{name}\.so\.\d+", n)]
         assert (layer.site / "pyarrow" / so).is_file(), so
-    assert lb.check_elf_closure(layer.site, lb.Target(arch=layer.report["arch"],
-                                                      python="3.13")) == []
+    assert check_elf_closure(layer.site, Target(arch=layer.report["arch"],
+                                                python="3.13")) == []
 
 
 def test_every_elf_file_is_stripped_and_for_the_target(layer: Built) -> None:
-    elves = lb.elf_files(layer.site)
+    elves = elf_files(layer.site)
     assert len(elves) > 10
     for path in elves:
-        info = lb.read_elf(path)
+        info = read_elf(path)
         rel = path.relative_to(layer.site)
         assert info.machine == layer.machine, rel
         assert not info.has_symtab, f"{rel} still has a symbol table"
@@ -254,7 +257,7 @@ def test_elf_reader_agrees_with_readelf(layer: Built) -> None:
                  *layer.site.glob("obstore/*.so")]:
         out = subprocess.run([readelf, "-d", str(path)], capture_output=True, text=True,
                              check=True).stdout
-        info = lb.read_elf(path)
+        info = read_elf(path)
         assert list(info.needed) == re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out)
         assert info.soname == next(iter(re.findall(r"\(SONAME\)\s+Library soname: \[(.+?)\]",
                                                    out)), None)
@@ -264,6 +267,93 @@ def test_rebuild_with_unchanged_inputs_is_reused(layer: Built) -> None:
     again = _build("--arch", layer.report["arch"], out=layer.out)
     assert "is up to date" in again.log
     assert again.report == layer.report
+    target = Target(arch=layer.report["arch"], python=layer.report["python"])
+    assert layer.report["fingerprint"] == fingerprint(target, REQUIREMENTS, True)
+
+
+# --------------------------------------------------------------- the build's own code
+
+
+def _copy_package(dest: Path) -> Path:
+    shutil.copytree(PACKAGE_DIR, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def test_fingerprint_covers_every_file_of_the_build_package(tmp_path: Path) -> None:
+    """A change to any file of ``layers/layerbuild`` (or a new one) means a rebuild;
+    bytecode caches do not, nor does where the package is."""
+    target = Target(arch="arm64", python="3.13")
+    package = _copy_package(tmp_path / "layerbuild")
+    original = fingerprint(target, REQUIREMENTS, True)
+    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) == original
+
+    files = package_files(package)
+    names = {p.relative_to(package).as_posix() for p in files}
+    assert names == {p.relative_to(PACKAGE_DIR).as_posix() for p in package_files()}
+    assert {"__init__.py", "cli.py", "trim.py", "elf.py", "pins.py", "target.py",
+            "report.py", "fingerprint.py"} <= names
+    for path in files:
+        code = path.read_bytes()
+        path.write_bytes(code + b"\n")
+        assert fingerprint(target, REQUIREMENTS, True, package_dir=package) != original, path
+        path.write_bytes(code)
+    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) == original
+
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "cli.cpython-313.pyc").write_bytes(b"\0" * 16)
+    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) == original
+    (package / "new_step.py").write_text("")
+    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) != original
+
+    # and the other inputs: the pins, the target, stripping
+    pins = tmp_path / "requirements.txt"
+    pins.write_bytes(REQUIREMENTS.read_bytes() + b"# edited\n")
+    assert fingerprint(target, pins, True) != original
+    assert fingerprint(Target(arch="x86_64", python="3.13"), REQUIREMENTS, True) != original
+    assert fingerprint(Target(arch="arm64", python="3.12"), REQUIREMENTS, True) != original
+    assert fingerprint(target, REQUIREMENTS, False) != original
+
+
+def _package_imports(path: Path) -> set[str]:
+    """The modules of the package that ``path`` imports (``from .x import ...``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
+                alias.name for alias in node.names]
+            assert not any(n.split(".")[0] in ("layerbuild", "layers") for n in names), (
+                f"{path.name} imports the package absolutely; use relative imports, so that "
+                "it works both as layerbuild (the CLI) and as layers.layerbuild (the tests)")
+    return found
+
+
+def test_build_package_is_small_modules_without_import_cycles() -> None:
+    modules = {p.stem: p for p in PACKAGE_DIR.glob("*.py")}
+    graph = {name: _package_imports(path) - {name} for name, path in modules.items()}
+    assert graph["__init__"] == set(), "the package's __init__ imports none of its modules"
+    for name, path in modules.items():
+        assert graph[name] <= set(modules), (name, graph[name] - set(modules))
+        tree = ast.parse(path.read_text())
+        assert len(path.read_text().splitlines()) <= 400, f"{name}.py is over 400 lines"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                assert node.end_lineno is not None
+                assert node.end_lineno - node.lineno + 1 <= 250, f"{name}.{node.name}"
+    # topological order: repeatedly take the modules whose imports are all taken
+    ordered: list[str] = []
+    while len(ordered) < len(graph):
+        ready = sorted(n for n, deps in graph.items() if n not in ordered and deps <= {*ordered})
+        assert ready, f"import cycle among {sorted(set(graph) - set(ordered))}"
+        ordered += ready
+    # the entry point stays a thin wrapper around the package's CLI
+    entry = BUILD_PY.read_text()
+    assert "from layerbuild.cli import main" in entry
+    assert len(entry.splitlines()) <= 30
 
 
 # ------------------------------------------------------------------ does it work
@@ -275,7 +365,7 @@ def test_native_layer_imports_and_reads_parquet_alone(native_layer: Built) -> No
                           capture_output=True, text=True, cwd=native_layer.out, check=False)
     assert bare.returncode != 0
     assert "ModuleNotFoundError" in bare.stderr
-    result = lb.run_smoke_check(native_layer.site, sys.executable)
+    result = run_smoke_check(native_layer.site, sys.executable)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SMOKE OK" in result.stdout
     assert native_layer.report["native"] is True
@@ -287,10 +377,10 @@ def test_deployable_layer_works_with_its_python(layer: Built) -> None:
     host = platform.machine().lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
     if layer.machine != host:
         pytest.skip(f"an {layer.machine} layer cannot load on {host}")
-    python = lb.find_python("3.13")
+    python = find_python("3.13")
     if python is None:
         pytest.skip("no CPython 3.13 on this machine")
-    result = lb.run_smoke_check(layer.site, python)
+    result = run_smoke_check(layer.site, python)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SMOKE OK" in result.stdout
 
@@ -326,10 +416,10 @@ NOT_IN_TEST_ENV = frozenset({"polars", "polars-runtime-32", "polars-runtime-64",
                              "polars-runtime-compat", "pyarrow", "obstore",
                              "aws-lambda-powertools", "sqlglot", "numpy", "pandas",
                              "aws-xray-sdk", "thriftpy2", "ply", "xxhash"})
-TEST_VENV = lb.BUILD_ROOT / "integration-venv"
+TEST_VENV = BUILD_ROOT / "integration-venv"
 #: Wheels for the test environment, kept like the layer's (pip's own cache does not keep
 #: responses marked uncacheable), so that a new test environment installs offline.
-TEST_WHEELS = lb.default_wheel_cache().parent / "test-env-wheels"
+TEST_WHEELS = default_wheel_cache().parent / "test-env-wheels"
 
 #: A pytest plugin loaded into the integration run: records where every module came from.
 PROVENANCE_PLUGIN = textwrap.dedent("""
@@ -358,7 +448,7 @@ def _test_env_pins() -> list[str]:
     pending = [Requirement(r) for r in TEST_ENV_REQUIREMENTS]
     while pending:
         requirement = pending.pop()
-        name = lb.normalize(requirement.name)
+        name = normalize(requirement.name)
         dist = importlib.metadata.distribution(name)
         pins[name] = dist.version
         for extra in {"", *requirement.extras}:
@@ -440,7 +530,7 @@ def test_end_to_end_tests_pass_on_the_native_layer(
         [python, "-c", "import importlib.metadata as m, json; print(json.dumps("
                        "[d.metadata['Name'] for d in m.distributions()]))"],
         capture_output=True, text=True, env=_isolated_env(), check=True, timeout=120)
-    installed = {lb.normalize(name) for name in json.loads(listed.stdout)}
+    installed = {normalize(name) for name in json.loads(listed.stdout)}
     assert {"pytest", "moto", "boto3", "hypothesis"} <= installed
     assert not installed & NOT_IN_TEST_ENV, installed & NOT_IN_TEST_ENV
     bare = subprocess.run([python, "-c", "import polars"], capture_output=True, text=True,

@@ -1,0 +1,15 @@
+"""Build the s3slice Lambda dependency layer without Docker, trim it, strip it, measure it.
+
+Run it as ``python layers/build.py`` (see ``cli``). Steps: ``pip install --no-deps
+--target <out>/python`` of the manylinux wheels pinned in ``layers/requirements.txt`` for
+the target architecture, CPython version and the Lambda runtime's glibc (``target``,
+``install``); check that the pins are the whole closure (``pins``); remove what the
+service never loads (``trim``); run ``strip --strip-unneeded`` over every ELF file
+(``strip``); check that every file the service needs is there, nothing trimmed is, and
+every shared library a kept ELF file needs is in the layer or in the runtime's base
+system (``check``, ``elf``); measure the unzipped size (``report``) and write
+``<out>/layer-size.json`` (``pipeline``, ``output``).
+
+One job per module; the modules import each other without cycles, and this file imports
+none of them.
+"""
