@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from . import _bloom, _pages, _plan, _sources
 from ._arrow import compatible, foreign_time_zones, to_polars
+from ._cost import cost
 from ._errors import (
     ObjectChangedError,
     ObjectFormatError,
@@ -169,6 +170,8 @@ class ReadResult:
     objects: list[ObjectResult]
     analysis: Analysis
     per_object: list[tuple[ObjectRef, pl.DataFrame]] | None = None
+    #: The read's requests by S3 price tier (``get``, ``put``, ``free``), for its cost.
+    requests_by_tier: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _compatible(a: pl.DataType, b: pl.DataType) -> bool:
@@ -245,7 +248,7 @@ class Engine:
         if not isinstance(request, Request):
             request = parse_request(request)
         started = time.perf_counter()
-        before = (self.fetcher.counters.requests, self.fetcher.counters.bytes)
+        before = self.fetcher.counters.snapshot()
         analysis = analyze(request.query)
         timings = Timings(span=self.span)
         with timings.phase("plan"):
@@ -272,7 +275,9 @@ class Engine:
             else:
                 frame = collect(analysis.finish(
                     _combine([(r.obj.uri, r.frame) for r in results]).lazy()))
-        counters = self.fetcher.counters
+        requests, fetched, tiers = self.fetcher.counters.snapshot()
+        tiers = {k: n - before[2].get(k, 0) for k, n in tiers.items()}
+        total_ms = round((time.perf_counter() - started) * 1000, 1)
         strategies = sorted({r.strategy for r in results})
         stats: dict[str, Any] = {
             "objects": len(results),
@@ -282,17 +287,18 @@ class Engine:
             "row_groups_read": sum(r.row_groups_read for r in results),
             "rows_in": sum(r.rows_in for r in results),
             "needed_bytes": sum(r.needed_bytes for r in results),
-            "bytes_fetched": counters.bytes - before[1],
-            "requests": counters.requests - before[0],
+            "bytes_fetched": fetched - before[1],
+            "requests": requests - before[0],
             "strategy": "+".join(strategies),
             "strategy_inputs": results[0].inputs if len(results) == 1 else {
                 "per_strategy": dict(collections.Counter(r.strategy for r in results))},
             "rows_out": frame.height,
             "timings_ms": {**{k: round(v, 1) for k, v in timings.ms.items()},
-                           "total": round((time.perf_counter() - started) * 1000, 1)},
+                           "total": total_ms},
+            "cost": cost(self.settings, duration_ms=total_ms, requests=tiers),
         }
         return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
-                          per_object=per_object)
+                          per_object=per_object, requests_by_tier=tiers)
 
     def _prune_partitions(self, objects: list[ObjectRef], analysis: Analysis,
                           ) -> list[tuple[ObjectRef, Analysis]]:

@@ -166,6 +166,7 @@ def _run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, outpu
     failures: list[S3SliceError] = []
     totals = {"objects": 0, "object_bytes": 0, "bytes_fetched": 0, "requests": 0,
               "rows_in": 0, "rows_out": 0}
+    spent = {"gb_s": 0.0, "usd": 0.0}  # the objects' cost, summed
     for obj in objects:
         if isinstance(obj, _events.Skipped):
             results.append({"source": obj.uri, "status": "skipped", "reason": obj.reason})
@@ -195,6 +196,8 @@ def _run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, outpu
         stats = response["stats"]
         for k in totals:
             totals[k] += stats.get(k, 0)
+        for k in spent:
+            spent[k] += stats["cost"][k]
         results.append({"source": obj.uri, "status": "ok",
                         "outputs": [o["uri"] for o in response["outputs"]],
                         "rows_out": stats["rows_out"], "bytes_fetched": stats["bytes_fetched"]})
@@ -207,7 +210,8 @@ def _run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, outpu
                              f"{first.message} (all {len(objects)} objects failed)")
             first.args = (first.message,)
         raise first
-    response = {"status": "ok", "objects": results, "stats": totals}
+    response = {"status": "ok", "objects": results,
+                "stats": {**totals, "cost": {k: round(v, 12) for k, v in spent.items()}}}
     return _compact(response) if compact else response
 
 

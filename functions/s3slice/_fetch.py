@@ -14,7 +14,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._errors import (
     AccessDeniedError,
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
 
 Range = tuple[int, int]
+RequestKind = Literal["get", "list", "put", "delete"]
+#: S3 prices LIST with PUT, and DELETE not at all.
+PRICE_TIERS: dict[str, str] = {"get": "get", "list": "put", "put": "put", "delete": "free"}
 # Called with each fetched part as it arrives: (start offset, bytes-like).
 PartSink = Callable[[int, memoryview], None]
 
@@ -52,14 +55,24 @@ class Tail:
 
 @dataclasses.dataclass
 class Counters:
+    """Requests and bytes as they happen; requests also by S3's price tier: ``get`` (GET,
+    HEAD), ``put`` (PUT and LIST, priced alike) and ``free`` (DELETE)."""
+
     requests: int = 0
     bytes: int = 0
+    by_tier: dict[str, int] = dataclasses.field(
+        default_factory=lambda: dict.fromkeys(PRICE_TIERS.values(), 0))
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
-    def add(self, nbytes: int) -> None:
+    def add(self, nbytes: int, kind: RequestKind = "get") -> None:
         with self._lock:
             self.requests += 1
             self.bytes += nbytes
+            self.by_tier[PRICE_TIERS[kind]] += 1
+
+    def snapshot(self) -> tuple[int, int, dict[str, int]]:
+        with self._lock:
+            return self.requests, self.bytes, dict(self.by_tier)
 
 
 class Fetcher(Protocol):
@@ -291,7 +304,7 @@ class S3Fetcher:
             store = self._store(bucket)
             try:
                 for batch in obstore.list(store, prefix=prefix or None, chunk_size=1000):
-                    self.counters.add(0)
+                    self.counters.add(0, "list")
                     refs.extend(ObjectRef(bucket=bucket, key=m["path"], size=int(m["size"]),
                                           etag=m.get("e_tag")) for m in batch)
                 return sorted(refs, key=lambda r: r.key)
@@ -301,7 +314,7 @@ class S3Fetcher:
                 raise _map_error(e, f"s3://{bucket}/{prefix}") from e
         refs, requests = self.exact.list(bucket, prefix)
         for _ in range(requests):
-            self.counters.add(0)
+            self.counters.add(0, "list")
         return sorted(refs, key=lambda r: r.key)
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
@@ -316,20 +329,20 @@ class S3Fetcher:
             if not (isinstance(e, Exception) or is_native_panic(e)):
                 raise
             raise OutputError(f"cannot write s3://{bucket}/{key}: {first_line(e)}") from e
-        self.counters.add(0)
+        self.counters.add(0, "put")
 
     def delete(self, bucket: str, key: str) -> None:
         import obstore
 
         if not addressable(key):
             self.exact.delete(bucket, key)
-            self.counters.add(0)
+            self.counters.add(0, "delete")
             return
         try:
             obstore.delete(self._store(bucket), key)
         except Exception as e:
             raise _map_error(e, f"s3://{bucket}/{key}") from e
-        self.counters.add(0)
+        self.counters.add(0, "delete")
 
 
 def _run_async(coro: Any) -> None:
@@ -409,7 +422,7 @@ class LocalFetcher:
         refs = [ObjectRef(bucket=bucket, key=p.relative_to(base).as_posix(),
                           size=p.stat().st_size, etag=self._etag(p))
                 for p in base.rglob("*") if p.is_file()]
-        self.counters.add(0)
+        self.counters.add(0, "list")
         return sorted((r for r in refs if r.key.startswith(prefix)), key=lambda r: r.key)
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
@@ -418,11 +431,11 @@ class LocalFetcher:
         tmp = path.with_name(path.name + ".partial")
         tmp.write_bytes(data)
         tmp.replace(path)  # appears whole or not at all, as an S3 PUT does
-        self.counters.add(0)
+        self.counters.add(0, "put")
 
     def delete(self, bucket: str, key: str) -> None:
         (self.root / bucket / key).unlink(missing_ok=True)
-        self.counters.add(0)
+        self.counters.add(0, "delete")
 
 
 # ------------------------------------------------------------------------------ recording

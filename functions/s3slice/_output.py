@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from ._cost import cost
 from ._engine import Engine, ReadResult, Timings
 from ._errors import OutputError, RequestError, ResultTooLargeError, contained
 from ._request import ObjectRef, OutputSpec, Request, parse_request
@@ -100,11 +101,17 @@ def run(request: Request | Mapping[str, Any], *, engine: Engine,
             response["rows_spilled"] = e.message
     if request.output is not None:
         timings = Timings(span=engine.span)
+        before = engine.fetcher.counters.snapshot()[2]
         with timings.phase("write"):
             response["outputs"] = write_outputs(result, request, request.output, engine)
+        after = engine.fetcher.counters.snapshot()[2]
         stats["timings_ms"]["write"] = round(timings.ms["write"], 1)
         stats["timings_ms"]["total"] = round(stats["timings_ms"]["total"] +
                                              timings.ms["write"], 1)
+        tiers = {k: n + after.get(k, 0) - before.get(k, 0)
+                 for k, n in result.requests_by_tier.items()}
+        stats["cost"] = cost(engine.settings, duration_ms=stats["timings_ms"]["total"],
+                             requests=tiers)
     response["stats"] = stats
     return response
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -15,6 +16,10 @@ Strategy = Literal["auto", "ranges", "whole", "batches"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 MiB = 1024 * 1024
+#: Lambda's list price per GB-second of duration by architecture (``platform.machine()``),
+#: US East, first pricing tier.
+LAMBDA_GB_SECOND_PRICES = {"aarch64": 0.0000133334, "arm64": 0.0000133334,
+                           "x86_64": 0.0000166667}
 
 
 def _physical_memory_mb() -> int:
@@ -49,6 +54,11 @@ class Settings:
                                                              at most: read pages; 0: never)
     footer_cache_mb         S3SLICE_FOOTER_CACHE_MB          64
     request_timeout_s       S3SLICE_REQUEST_TIMEOUT_S        30
+    price_gb_second         S3SLICE_PRICE_GB_SECOND          Lambda's list price for the
+                                                             machine's architecture (arm64
+                                                             0.0000133334, x86_64 0.0000166667)
+    price_get_per_1000      S3SLICE_PRICE_GET_PER_1000       0.0004 (S3 Standard GET, HEAD)
+    price_put_per_1000      S3SLICE_PRICE_PUT_PER_1000       0.005 (S3 Standard PUT, LIST)
     ======================  ===============================  ===================================
     """
 
@@ -68,6 +78,9 @@ class Settings:
     page_index_ratio: float = 0.8
     footer_cache_mb: int = 64
     request_timeout_s: float = 30.0
+    price_gb_second: float | None = None
+    price_get_per_1000: float = 0.0004
+    price_put_per_1000: float = 0.005
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -91,6 +104,14 @@ class Settings:
         if self.concurrency is not None:
             return max(1, self.concurrency)
         return max(8, min(64, self.memory_mb // 96))
+
+    @property
+    def gb_second_price(self) -> float:
+        """USD per GB-second of Lambda duration: the setting, else the list price of this
+        machine's architecture."""
+        if self.price_gb_second is not None:
+            return self.price_gb_second
+        return LAMBDA_GB_SECOND_PRICES.get(platform.machine(), LAMBDA_GB_SECOND_PRICES["x86_64"])
 
     def tmp_free_bytes(self) -> int:
         try:
@@ -125,6 +146,9 @@ class Settings:
             "page_index_ratio": ("S3SLICE_PAGE_INDEX_RATIO", float),
             "footer_cache_mb": ("S3SLICE_FOOTER_CACHE_MB", int),
             "request_timeout_s": ("S3SLICE_REQUEST_TIMEOUT_S", float),
+            "price_gb_second": ("S3SLICE_PRICE_GB_SECOND", float),
+            "price_get_per_1000": ("S3SLICE_PRICE_GET_PER_1000", float),
+            "price_put_per_1000": ("S3SLICE_PRICE_PUT_PER_1000", float),
         }
         for field, (name, cast) in casts.items():
             raw = env.get(name)

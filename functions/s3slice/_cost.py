@@ -1,0 +1,24 @@
+"""What one request cost, as AWS bills it: Lambda duration times configured memory times the
+GB-second price, plus S3 requests at their tier's price (settings, list prices by
+default). The init phase and Lambda's per-invocation charge are not in it: they belong to
+the invocation, not to the query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._settings import Settings
+
+
+def cost(settings: Settings, *, duration_ms: float, requests: Mapping[str, int]
+         ) -> dict[str, Any]:
+    """``stats.cost``: GB-seconds and USD for a request that ran ``duration_ms`` and made
+    ``requests`` (counts by price tier: ``get``, ``put``, ``free``)."""
+    gb_s = settings.memory_mb / 1024 * duration_ms / 1000
+    compute = gb_s * settings.gb_second_price
+    s3 = (requests.get("get", 0) * settings.price_get_per_1000
+          + requests.get("put", 0) * settings.price_put_per_1000) / 1000
+    return {"gb_s": round(gb_s, 6), "memory_mb": settings.memory_mb,
+            "lambda_usd": round(compute, 12), "s3_requests_usd": round(s3, 12),
+            "usd": round(compute + s3, 12)}
