@@ -306,7 +306,11 @@ def _utcnow(args: Sequence[exp.Expr]) -> exp.Expr:
 
 
 class S3SelectDialect(Dialect):
-    """sqlglot's default dialect plus S3 Select's date functions."""
+    """sqlglot's default dialect plus S3 Select's date functions, with polars' null
+    ordering (nulls sort as the largest values), so that SQL generated back from a parsed
+    query keeps an explicit ``NULLS LAST`` after ``DESC``."""
+
+    NULL_ORDERING = "nulls_are_large"
 
     class Parser(parser.Parser):
         # sqlglot's extension point is this class attribute.
@@ -572,8 +576,8 @@ def _analyze_filter(query: Query) -> Analysis:
         tree = _unqualified(tree)  # s3object.id is id
         referenced |= _column_names(tree) | {p.root for p in paths}
         predicate = to_predicate(tree)
-        where = (tree.sql() if paths or qualified or _uses_s3select_functions(query.filter)
-                 else query.filter)
+        translated = paths or qualified or _uses_s3select_functions(query.filter)
+        where = tree.sql(dialect=S3SelectDialect) if translated else query.filter
         _sql_expr(where)  # a filter polars cannot run fails now, before any byte is read
     return Analysis(query=query, columns=query.columns, referenced=frozenset(referenced),
                     predicate=predicate, where=where, sql=None, table_names=(),
@@ -639,7 +643,8 @@ def _analyze_sql(query: Query) -> Analysis:
             optional -= in_where
     # The text polars runs: the user's own, unless S3 Select functions or paths were
     # translated.
-    sql = tree.sql() if paths or _uses_s3select_functions(query.sql) else query.sql
+    translated = paths or _uses_s3select_functions(query.sql)
+    sql = tree.sql(dialect=S3SelectDialect) if translated else query.sql
     return Analysis(query=query, columns=None if star else tuple(sorted(referenced | optional)),
                     referenced=frozenset(referenced), optional=frozenset(optional),
                     predicate=predicate, where=where, sql=sql,

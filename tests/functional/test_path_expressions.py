@@ -108,6 +108,11 @@ CASES: list[tuple[str, str, Oracle]] = [
     ("group by a path", f"SELECT s.b.c, COUNT(*) AS n {S3} GROUP BY s.b.c ORDER BY s.b.c",
      lambda t: t.group_by(field("b.c").alias("c")).agg(pl.len().cast(pl.UInt32).alias("n"))
      .sort("c")),
+    ("nulls last after DESC over a path",
+     f"SELECT s.a, s.tags[2] AS t {S3} WHERE s.a < 12 ORDER BY s.tags[2] DESC NULLS LAST, s.a",
+     lambda t: t.filter(c("a") < 12).select("a", c("tags").list.get(2, null_on_oob=True)
+                                            .alias("t"))
+     .sort(["t", "a"], descending=[True, False], nulls_last=True)),
     ("boolean inside a list of records", f"SELECT s.a {S3} WHERE s.projects[2].done",
      lambda t: t.filter(c("projects").list.get(2, null_on_oob=True).struct.field("done"))
      .select("a")),
