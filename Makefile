@@ -43,7 +43,7 @@ GUARANTEED := functions cdk layers tests/conftest.py tests/support.py tests/unit
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(GUARANTEED)
 
-# mypy strict on the service and the CDK app (pyproject's `files`).
+# mypy strict on the service, the CDK app and the layer build (pyproject's `files`).
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
@@ -53,13 +53,15 @@ typecheck-cdk: $(STAMP)
 # What CI runs: lint, types, then unit, functional and integration tests (a real S3
 # server on loopback) and the infrastructure tests (CDK synthesis, cdk-nag, cfn-lint,
 # `cdk synth` through the CLI, and the layer built for both architectures).
+# Every test runs; the benchmark (tests/benchmark/) is not a test suite and is never
+# collected.
 test: $(STAMP) tools lint typecheck
 	$(VENV)/bin/pytest tests/unit tests/functional tests/integration tests/infrastructure \
-	  -m "not benchmark" -p no:cacheprovider
+	  -p no:cacheprovider
 
-# The quick loop: no layer builds, no CDK CLI.
+# The quick loop: no network, no layer builds, no CDK CLI, nothing marked slow.
 test-fast: $(STAMP)
-	$(VENV)/bin/pytest tests/unit tests/functional -p no:cacheprovider
+	$(VENV)/bin/pytest tests/unit tests/functional -m "not slow" -p no:cacheprovider
 
 bench: $(STAMP)
 	$(UV) -e '.[bench]'
