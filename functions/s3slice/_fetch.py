@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._errors import (
     AccessDeniedError,
+    ConfigurationError,
     ObjectError,
     ObjectNotFoundError,
     OutputError,
@@ -178,7 +179,12 @@ class S3Fetcher:
                 if not os.environ.get("AWS_ACCESS_KEY_ID"):
                     from obstore.auth.boto3 import Boto3CredentialProvider
 
-                    provider = Boto3CredentialProvider()
+                    try:
+                        provider = Boto3CredentialProvider()
+                    except ValueError as e:  # boto3's chain found no credentials at all
+                        raise ConfigurationError(
+                            f"no AWS credentials in the environment or boto3's chain: {e}",
+                            variable="AWS_ACCESS_KEY_ID") from e
                 retry: RetryConfig = {"max_retries": 5, "retry_timeout": dt.timedelta(seconds=60),
                          "backoff": {"init_backoff": dt.timedelta(milliseconds=100),
                                      "max_backoff": dt.timedelta(seconds=5), "base": 2}}
