@@ -477,7 +477,8 @@ class Engine:
             with timings.phase("plan"):
                 columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
                 plan = _plan.plan_parquet(footer, columns=columns,
-                                          predicate=analysis.predicate, uri=obj.uri)
+                                          predicate=analysis.predicate, uri=obj.uri,
+                                          fields=analysis.fields())
                 if analysis.pruned:
                     plan = plan.keep(())
                 # A whole object is already held: its Bloom filters could save no bytes.
@@ -692,7 +693,8 @@ class Engine:
         expected = sum(md.row_group(g).num_rows for g in groups)
         whole = complete or len(groups) == md.num_row_groups
         counted = analysis.where is None and analysis.early_limit is None
-        polars_may = whole and not foreign_time_zones(
+        # polars reads a struct column whole: one read in part is pyarrow's.
+        polars_may = whole and not plan.fields and not foreign_time_zones(
             pa.schema([schema.field(c) for c in columns]))
         polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
         if polars_may and (counted or not _plan.nested_columns(md) & set(columns)):
@@ -707,7 +709,8 @@ class Engine:
             pf = pq.ParquetFile(image.source(), metadata=md,
                                 coerce_int96_timestamp_unit=_plan.INT96_UNIT)
             # One row group at a time (as fast), so each one's rows are counted.
-            pieces = [pf.read_row_group(g, columns=columns, use_threads=True) for g in groups]
+            pieces = [pf.read_row_group(g, columns=plan.read_columns, use_threads=True)
+                      for g in groups]
         except (OSError, pa.ArrowException, ValueError) as e:
             raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
         wrong = next(((g, t.num_rows) for g, t in zip(groups, pieces, strict=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -252,6 +252,14 @@ class Plan:
     columns: tuple[str, ...]  # top-level columns to decode, in schema order
     chunks: dict[int, tuple[Range, ...]]  # per kept row group, its column-chunk ranges
     needed_bytes: int  # sum of the needed column chunks
+    #: Struct columns read only in part: each with the dotted fields it needs (``b`` →
+    #: ``("b.c",)``); the chunks of its other fields are never fetched.
+    fields: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def read_columns(self) -> list[str]:
+        """The columns as a Parquet reader selects them: ``b.c`` for a part of ``b``."""
+        return [f for c in self.columns for f in self.fields.get(c, (c,))]
 
     def fetch_ranges(self, settings: Settings, *, row_groups: Sequence[int] | None = None,
                      held: Range | None = None) -> list[Range]:
@@ -288,21 +296,47 @@ def cheapest_column(md: pq.FileMetaData, names: Sequence[str]) -> str:
 
 
 def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
-                 uri: str) -> Plan:
-    """Plan the read of ``columns`` for rows that may satisfy ``predicate``."""
+                 uri: str, fields: Mapping[str, Iterable[str]] | None = None) -> Plan:
+    """Plan the read of ``columns`` for rows that may satisfy ``predicate``; of a struct
+    column in ``fields``, only the leaves under those dotted fields (``b.c``)."""
     md = footer.metadata
     names = footer.schema_names
     if not columns and names:
         columns = [cheapest_column(md, names)]
     wanted = set(columns)
+    leaves = [md.schema.column(i).path for i in range(md.num_columns)]
+    parts_of = _struct_parts(leaves, {c: f for c, f in (fields or {}).items() if c in wanted})
     kept = prune(md, predicate)
     chunks: dict[int, tuple[Range, ...]] = {}
     for g in kept:
         rg = md.row_group(g)
         chunks[g] = tuple(
             chunk_range(md, g, i, footer=footer, uri=uri) for i in range(rg.num_columns)
-            if rg.column(i).path_in_schema.split(".")[0] in wanted)
+            if _needed(rg.column(i).path_in_schema, wanted, parts_of))
     needed = sum(total(r) for r in chunks.values())
     return Plan(footer=footer, row_groups=tuple(kept),
                 columns=tuple(c for c in names if c in wanted), chunks=chunks,
-                needed_bytes=needed)
+                needed_bytes=needed, fields=parts_of)
+
+
+def _under(path: str, field: str) -> bool:
+    return path == field or path.startswith(field + ".")
+
+
+def _struct_parts(leaves: Sequence[str], fields: Mapping[str, Iterable[str]]
+                  ) -> dict[str, tuple[str, ...]]:
+    """The columns that can be read in part: each field names at least one leaf (else the
+    whole column is read, so that a missing attribute is reported with all the others)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for column, wanted in fields.items():
+        chosen = tuple(sorted(set(wanted)))
+        if chosen and all(any(_under(leaf, f) for leaf in leaves) for f in chosen):
+            out[column] = chosen
+    return out
+
+
+def _needed(path: str, wanted: set[str], parts_of: Mapping[str, tuple[str, ...]]) -> bool:
+    top = path.split(".")[0]
+    if top not in wanted:
+        return False
+    return top not in parts_of or any(_under(path, f) for f in parts_of[top])

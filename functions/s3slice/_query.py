@@ -109,6 +109,8 @@ class Analysis:
     #: ``where_paths`` are those the row filter uses.
     paths: tuple[Path, ...] = ()
     where_paths: tuple[Path, ...] = ()
+    #: Source columns the query names whole (not only through a path).
+    whole: frozenset[str] = frozenset()
     predicate: P.Pred
     where: str | None  # the row filter polars applies to each piece as it is read
     sql: str | None  # the SQL run over the concatenated pieces (sources renamed)
@@ -125,6 +127,26 @@ class Analysis:
             return self
         return dataclasses.replace(self, partitions=values, partition_types=types,
                                    pruned=pruned)
+
+    def fields(self) -> dict[str, frozenset[str]]:
+        """Columns the query reads only through attribute paths (``s.b.c``, ``s.b.d[0]``),
+        each with the dotted fields it needs (``b.c``, ``b.d``): their other fields need
+        not be read. A column also named whole, or indexed at its root, is not here."""
+        if self.columns is None:  # SELECT *: every column whole
+            return {}
+        whole = set(self.whole)
+        out: dict[str, set[str]] = {}
+        for path in self.paths:
+            attributes: list[str] = []
+            for step in path.steps:
+                if not isinstance(step, str):
+                    break
+                attributes.append(step)
+            if not attributes:
+                whole.add(path.root)
+            else:
+                out.setdefault(path.root, set()).add(".".join([path.root, *attributes]))
+        return {c: frozenset(f) for c, f in out.items() if c not in whole}
 
     @property
     def per_object(self) -> bool:
@@ -564,6 +586,7 @@ def _analyze_filter(query: Query) -> Analysis:
     where: str | None = None
     predicate: P.Pred = P.TRUE
     referenced: set[str] = set(query.columns or ())
+    whole = set(referenced)
     paths: tuple[Path, ...] = ()
     if query.filter is not None:
         tree = _parse(query.filter, "filter")
@@ -574,14 +597,15 @@ def _analyze_filter(query: Query) -> Analysis:
         tree, paths = _PathRewriter({SOURCE_TABLE}).rewrite(tree)
         qualified = any(c.table for c in tree.find_all(exp.Column))
         tree = _unqualified(tree)  # s3object.id is id
-        referenced |= _column_names(tree) | {p.root for p in paths}
+        whole |= _column_names(tree)
+        referenced |= whole | {p.root for p in paths}
         predicate = to_predicate(tree)
         translated = paths or qualified or _uses_s3select_functions(query.filter)
         where = tree.sql(dialect=S3SelectDialect) if translated else query.filter
         _sql_expr(where)  # a filter polars cannot run fails now, before any byte is read
     return Analysis(query=query, columns=query.columns, referenced=frozenset(referenced),
                     predicate=predicate, where=where, sql=None, table_names=(),
-                    paths=paths, where_paths=paths)
+                    paths=paths, where_paths=paths, whole=frozenset(whole))
 
 
 def _analyze_sql(query: Query) -> Analysis:
@@ -649,7 +673,7 @@ def _analyze_sql(query: Query) -> Analysis:
                     referenced=frozenset(referenced), optional=frozenset(optional),
                     predicate=predicate, where=where, sql=sql,
                     table_names=tuple(sorted(table_names)), paths=paths,
-                    where_paths=where_paths)
+                    where_paths=where_paths, whole=frozenset(_column_names(tree)))
 
 
 def s3select_names(sql: str) -> list[str] | None:
