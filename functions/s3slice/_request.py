@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -111,13 +112,17 @@ class OutputSpec:
     format: OutputFormat = "parquet"
     compression: str = "zstd"
 
+    @functools.cached_property
+    def _location(self) -> tuple[str, str]:  # parsed once, on first use
+        return parse_s3_uri(self.uri, field="output.uri")
+
     @property
     def bucket(self) -> str:
-        return parse_s3_uri(self.uri, field="output.uri")[0]
+        return self._location[0]
 
     @property
     def prefix(self) -> str:
-        return parse_s3_uri(self.uri, field="output.uri")[1]
+        return self._location[1]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
