@@ -244,7 +244,10 @@ class Engine:
 
     # ------------------------------------------------------------------- reading
 
-    def read(self, request: Request | Mapping[str, Any]) -> ReadResult:
+    def read(self, request: Request | Mapping[str, Any], *,
+             finish: Callable[[pl.LazyFrame], pl.LazyFrame] | None = None) -> ReadResult:
+        """Answer ``request``. ``finish``, when given, replaces the query's own final step
+        over the objects' rows (a map batch computes its partial aggregates with it)."""
         if not isinstance(request, Request):
             request = parse_request(request)
         started = time.perf_counter()
@@ -268,7 +271,9 @@ class Engine:
         with timings.phase("execute"), contained(
                 lambda text: QueryError(f"polars failed running the query: {text}")):
             per_object = None
-            if analysis.per_object and len(results) > 1:
+            if finish is not None:
+                frame = collect(finish(_combine([(r.obj.uri, r.frame) for r in results]).lazy()))
+            elif analysis.per_object and len(results) > 1:
                 per_object = [(r.obj, collect(analysis.finish(r.frame.lazy())))
                               for r in results]
                 frame = _combine([(o.uri, f) for o, f in per_object])

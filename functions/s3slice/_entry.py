@@ -24,7 +24,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
-from . import _events
+from . import _events, _reduce
 from ._config import Config
 from ._engine import Engine
 from ._errors import (
@@ -117,6 +117,10 @@ def handle(event: Any, context: Any) -> dict[str, Any]:
             return _sqs(event, engine, cfg, context)
         if kind in ("sfn-batch", "sfn-item"):
             return _step_functions(event, kind, engine, cfg)
+        if kind == "reduce":
+            response = _reduce.reduce(event["Reduce"], engine=engine, cfg=cfg)
+            record_stats(response["stats"])
+            return response
         objects = (_events.s3_notification_objects(event) if kind == "s3"
                    else [_events.eventbridge_object(event)])
         query, output = cfg.require(what=f"an {kind} event")
@@ -272,4 +276,10 @@ def _step_functions(event: Mapping[str, Any], kind: _events.Kind, engine: Engine
     objects = _events.step_functions_objects(event, kind, batch.bucket)
     query, output = cfg.require(what="a Step Functions input", query=batch.query,
                                 output=batch.output, given_in="BatchInput")
+    if kind == "sfn-batch" and batch.run is not None:
+        mapped = [o for o in objects if not cfg.is_output(o, output)]
+        partial = _reduce.map_batch(mapped, query, output, batch.run, engine) if mapped else None
+        if partial is not None:
+            record_stats(partial["stats"])
+            return partial
     return _run_objects(list(objects), query, output, engine, cfg, compact=True)

@@ -35,10 +35,10 @@ from ._errors import ConfigurationError, RequestError
 from ._request import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
 
 Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test",
-               "s3-select"]
+               "s3-select", "reduce"]
 
 #: Fields a Step Functions ``BatchInput`` may carry.
-BATCH_INPUT_FIELDS = frozenset({"bucket", "query", "output"})
+BATCH_INPUT_FIELDS = frozenset({"bucket", "query", "output", "run"})
 
 
 def classify(event: object) -> Kind:
@@ -60,6 +60,8 @@ def classify(event: object) -> Kind:
         return "eventbridge"
     if "Expression" in event and "Bucket" in event:
         return "s3-select"
+    if "Reduce" in event:
+        return "reduce"
     if "Items" in event:
         return "sfn-batch"
     if "Item" in event:
@@ -135,6 +137,9 @@ class BatchInput:
     bucket: str | None
     query: Query | None
     output: OutputSpec | None
+    #: The workflow execution's name: a batch of a combining query writes its partial
+    #: answer under ``<output>_partials/<run>/`` for the reduce step.
+    run: str | None = None
 
 
 def parse_batch_input(raw: object) -> BatchInput:
@@ -142,6 +147,7 @@ def parse_batch_input(raw: object) -> BatchInput:
         return BatchInput(bucket=None, query=None, output=None)
     if not isinstance(raw, Mapping):
         raise RequestError(f"expected an object, got {type(raw).__name__}", field="BatchInput")
+    run = None if raw.get("run") is None else parse_run(raw.get("run"), field="BatchInput.run")
     unknown = set(raw) - BATCH_INPUT_FIELDS
     if unknown:
         raise RequestError(f"unknown field(s) {sorted(unknown)}; expected some of "
@@ -165,7 +171,16 @@ def parse_batch_input(raw: object) -> BatchInput:
         except ConfigurationError as e:  # here the input is at fault, not the function
             raise RequestError(str(e)) from None
     output = parse_output(raw.get("output"), field="BatchInput.output")
-    return BatchInput(bucket=bucket, query=query, output=output)
+    return BatchInput(bucket=bucket, query=query, output=output, run=run)
+
+
+def parse_run(raw: object, *, field: str) -> str:
+    """A workflow execution's name, as one segment of an S3 key."""
+    if (not isinstance(raw, str) or not raw or len(raw) > 256 or "/" in raw
+            or raw in (".", "..") or any(ord(c) < 32 for c in raw)):
+        raise RequestError(f"expected an execution name (one key segment, no '/'), got "
+                           f"{raw!r}", field=field)
+    return raw
 
 
 def item_object(item: object, *, bucket: str | None, field: str) -> ObjectRef:

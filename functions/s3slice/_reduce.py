@@ -1,0 +1,165 @@
+"""One answer over a whole prefix: partial answers per map batch, then one reduce step.
+
+A query that combines objects (an aggregate, ``GROUP BY``, ``DISTINCT``, ``ORDER BY``,
+``LIMIT``) is split (:mod:`._split`) into a partial plan and a final plan. In the
+Distributed Map workflow each batch, given the execution's name as ``BatchInput.run``,
+reads its objects as one many-object read, applies the partial plan and writes the
+partial frame as Parquet under ``<output uri>_partials/<run>/`` (named by the batch's
+objects, so a retried batch overwrites its own), returning ``{"status": "ok", "partial":
+uri, "stats": ...}``. The reduce step (``{"Reduce": {"run", "query", "output",
+"batches"}}``) reads every partial of the run with the engine, refuses when there are
+fewer or more than ``batches`` of them (a failed batch never yields a reduced answer over
+missing data), applies the final plan, writes ``<output uri>combined.<hash>.<ext>``,
+deletes the partials and answers as a direct invoke does, its stats summed over the
+batches (each partial carries its batch's stats in its Parquet metadata).
+
+A query that does not combine objects keeps per-object outputs; its reduce answers
+``{"status": "ok", "reduced": false, "outputs": []}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from . import _plan
+from ._config import Config, parse_query_config
+from ._engine import Engine
+from ._errors import ConfigurationError, ObjectNotFoundError, RequestError
+from ._events import parse_run
+from ._output import output_key, serialize
+from ._query import Analysis, analyze, with_paths
+from ._request import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
+from ._split import Split, split_query
+
+PARTIALS = "_partials"
+#: The Parquet metadata key a partial's batch stats travel in.
+STATS_KEY = b"s3slice.batch_stats"
+#: A partial's footer is small: one suffix GET of this many bytes holds it.
+STATS_READ = 256 * 1024
+#: Batch stats summed into the reduce's own.
+SUMMED = ("objects", "objects_pruned", "object_bytes", "row_groups", "row_groups_read",
+          "rows_in", "needed_bytes", "bytes_fetched", "requests")
+
+
+def split_of(query: Query) -> tuple[Analysis, Split | None]:
+    """The query analysed, and its split (None when it does not combine objects)."""
+    analysis = analyze(query)
+    if analysis.sql is not None:
+        return analysis, split_query(analysis.sql)
+    if query.limit is not None:  # each piece is already filtered and projected
+        return analysis, split_query(f"SELECT * FROM s3object LIMIT {query.limit}")
+    return analysis, None
+
+
+def _partial_step(analysis: Analysis, split: Split) -> Any:
+    def step(lf: pl.LazyFrame) -> pl.LazyFrame:
+        if analysis.paths:
+            names = set(lf.collect_schema().names())
+            lf = with_paths(lf, [p for p in analysis.paths if p.root in names])
+        return split.partial(lf)
+    return step
+
+
+def partials_location(output: OutputSpec, run: str) -> tuple[str, str]:
+    """(bucket, key prefix) of a run's partials."""
+    return output.bucket, f"{output.prefix}{PARTIALS}/{run}/"
+
+
+def map_batch(objects: Sequence[ObjectRef], query: Query, output: OutputSpec, run: str,
+              engine: Engine) -> dict[str, Any] | None:
+    """A map batch's partial answer, written for the reduce; None when the query does not
+    combine objects (the batch keeps per-object outputs)."""
+    analysis, split = split_of(query)
+    if split is None:
+        return None
+    result = engine.read(Request(sources=tuple(objects), query=query),
+                         finish=_partial_step(analysis, split))
+    bucket, prefix = partials_location(output, run)
+    names = "\n".join(sorted(o.uri for o in objects))
+    key = f"{prefix}batch-{hashlib.sha256(names.encode()).hexdigest()[:24]}.parquet"
+    table = result.frame.to_arrow()
+    table = table.replace_schema_metadata({
+        **(table.schema.metadata or {}),
+        STATS_KEY: json.dumps({k: result.stats.get(k, 0) for k in SUMMED}).encode()})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    engine.deadline()
+    engine.fetcher.put(bucket, key, buf.getvalue())
+    return {"status": "ok", "partial": f"s3://{bucket}/{key}",
+            "stats": {**{k: result.stats.get(k, 0) for k in SUMMED},
+                      "rows_out": result.frame.height, "cost": result.stats["cost"]}}
+
+
+def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
+    """The reduce step of a run: see the module's docstring."""
+    if not isinstance(raw, Mapping):
+        raise RequestError(f"expected an object, got {type(raw).__name__}", field="Reduce")
+    unknown = set(raw) - {"run", "query", "output", "batches"}
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}", field="Reduce")
+    run = parse_run(raw.get("run"), field="Reduce.run")
+    batches = raw.get("batches")
+    if isinstance(batches, bool) or not isinstance(batches, int) or batches < 0:
+        raise RequestError(f"expected the number of map batches, got {batches!r}",
+                           field="Reduce.batches")
+    query = None
+    if raw.get("query") is not None:
+        try:
+            query = parse_query_config(raw["query"], variable="Reduce.query")
+        except ConfigurationError as e:  # here the event is at fault
+            raise RequestError(str(e)) from None
+    query, output = cfg.require(what="a reduce step", query=query,
+                                output=parse_output(raw.get("output"), field="Reduce.output"),
+                                given_in="Reduce")
+    _, split = split_of(query)
+    if split is None:
+        return {"status": "ok", "reduced": False, "outputs": [], "stats": {}}
+    bucket, prefix = partials_location(output, run)
+    found = [o for o in engine.fetcher.list_objects(bucket, prefix)
+             if o.key.endswith(".parquet")]
+    if len(found) != batches or not found:
+        raise ObjectNotFoundError(
+            f"{len(found)} partial answer(s) of run {run!r} where the map ran {batches} "
+            "batch(es): a batch failed or is missing; nothing is reduced",
+            uri=f"s3://{bucket}/{prefix}")
+    result = engine.read(Request(sources=tuple(found), query=Query()),
+                         finish=lambda lf: split.final([lf]))
+    # combined.<hash of the query and the run's partials' location>: one key per run.
+    key = output_key(output, Request(sources=(SourceSpec(bucket=bucket, key=prefix),),
+                                     query=query, output=output), None)
+    data = serialize(result.frame, output)
+    engine.deadline()
+    engine.fetcher.put(output.bucket, key, data)
+    stats = _summed(found, engine)
+    for ref in found:
+        engine.fetcher.delete(bucket, ref.key)
+    stats.update(rows_out=result.frame.height, reduce=result.stats)
+    return {"status": "ok", "outputs": [{"uri": f"s3://{output.bucket}/{key}",
+                                         "rows": result.frame.height, "bytes": len(data),
+                                         "format": output.format}],
+            "stats": stats}
+
+
+def _summed(partials: Sequence[ObjectRef], engine: Engine) -> dict[str, Any]:
+    """The batches' stats, summed, from each partial's Parquet metadata (its footer, from
+    the footer cache or one suffix GET)."""
+    total = dict.fromkeys(SUMMED, 0)
+    for ref in partials:
+        cached = engine.footers.newest(ref)
+        if cached is not None:
+            metadata = cached[1].metadata.metadata
+        else:
+            tail = engine.fetcher.get_tail(ref, STATS_READ)
+            assert tail is not None
+            metadata = _plan.parse_footer(tail.data, size=tail.size, uri=ref.uri,
+                                          ).metadata.metadata
+        for k, v in json.loads((metadata or {}).get(STATS_KEY, b"{}")).items():
+            total[k] = total.get(k, 0) + v
+    return total
