@@ -39,6 +39,7 @@ from ._image import FileImage, Image, MemoryImage
 from ._query import Analysis, analyze, collect
 from ._request import ObjectRef, Request, parse_request
 from ._settings import Settings
+from ._split import Split, partial_step, split_for
 from ._text import (
     InputSpec,
     collect_text,
@@ -278,8 +279,17 @@ class Engine:
                               for r in results]
                 frame = _combine([(o.uri, f) for o, f in per_object])
             else:
-                frame = collect(analysis.finish(
-                    _combine([(r.obj.uri, r.frame) for r in results]).lazy()))
+                combined = _combine([(r.obj.uri, r.frame) for r in results])
+                split = _single_split(analysis) if len(results) > 1 else None
+                if split is None:
+                    frame = collect(analysis.finish(combined.lazy()))
+                else:  # as a Distributed Map answers it: partials per object, then final
+                    partials, at = [], 0
+                    for r in results:
+                        piece = combined.slice(at, r.frame.height).lazy()
+                        partials.append(collect(partial_step(analysis, split, piece)))
+                        at += r.frame.height
+                    frame = collect(split.final(partials))
         requests, fetched, tiers = self.fetcher.counters.snapshot()
         tiers = {k: n - before[2].get(k, 0) for k, n in tiers.items()}
         total_ms = round((time.perf_counter() - started) * 1000, 1)
@@ -757,6 +767,15 @@ class Engine:
             logger.debug("polars could not decode; pyarrow decodes",
                          extra={"uri": obj.uri, "error": first_line(e)})
             return None
+
+
+def _single_split(analysis: Analysis) -> Split | None:
+    """The split a many-object read shares with the Distributed Map; None when the query
+    does not combine objects or cannot be split exactly (one process answers it whole)."""
+    try:
+        return split_for(analysis)
+    except QueryError:
+        return None
 
 
 def _ranges_text(groups: Iterable[int]) -> str:

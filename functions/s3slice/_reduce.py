@@ -19,13 +19,13 @@ A query that does not combine objects keeps per-object outputs; its reduce answe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import polars as pl
 import pyarrow.parquet as pq
 
 from . import _plan
@@ -34,9 +34,9 @@ from ._engine import Engine
 from ._errors import ConfigurationError, ObjectNotFoundError, RequestError
 from ._events import parse_run
 from ._output import output_key, serialize
-from ._query import Analysis, analyze, with_paths
+from ._query import Analysis, analyze
 from ._request import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
-from ._split import Split, split_query
+from ._split import Split, partial_step, split_for
 
 PARTIALS = "_partials"
 #: The Parquet metadata key a partial's batch stats travel in.
@@ -51,20 +51,7 @@ SUMMED = ("objects", "objects_pruned", "object_bytes", "row_groups", "row_groups
 def split_of(query: Query) -> tuple[Analysis, Split | None]:
     """The query analysed, and its split (None when it does not combine objects)."""
     analysis = analyze(query)
-    if analysis.sql is not None:
-        return analysis, split_query(analysis.sql)
-    if query.limit is not None:  # each piece is already filtered and projected
-        return analysis, split_query(f"SELECT * FROM s3object LIMIT {query.limit}")
-    return analysis, None
-
-
-def _partial_step(analysis: Analysis, split: Split) -> Any:
-    def step(lf: pl.LazyFrame) -> pl.LazyFrame:
-        if analysis.paths:
-            names = set(lf.collect_schema().names())
-            lf = with_paths(lf, [p for p in analysis.paths if p.root in names])
-        return split.partial(lf)
-    return step
+    return analysis, split_for(analysis)
 
 
 def partials_location(output: OutputSpec, run: str) -> tuple[str, str]:
@@ -80,7 +67,7 @@ def map_batch(objects: Sequence[ObjectRef], query: Query, output: OutputSpec, ru
     if split is None:
         return None
     result = engine.read(Request(sources=tuple(objects), query=query),
-                         finish=_partial_step(analysis, split))
+                         finish=functools.partial(partial_step, analysis, split))
     bucket, prefix = partials_location(output, run)
     names = "\n".join(sorted(o.uri for o in objects))
     key = f"{prefix}batch-{hashlib.sha256(names.encode()).hexdigest()[:24]}.parquet"

@@ -98,7 +98,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from ._errors import FilterSyntaxError, QueryError
-from ._query import SOURCE_TABLE, S3SelectDialect
+from ._query import SOURCE_TABLE, Analysis, S3SelectDialect, with_paths
 
 #: The table the final plan reads: the partial frames, concatenated.
 PARTIALS_TABLE = "partials"
@@ -726,3 +726,23 @@ class _AggregateSplit:
         if isinstance(node, exp.Stddev | exp.StddevSamp):
             return exp.Sqrt(this=var)
         return var
+
+
+def split_for(analysis: Analysis) -> Split | None:
+    """The split of an analysed query: its SQL's, or for ``columns``/``filter`` with a
+    ``limit`` the limit's over the rows each piece already filtered and projected; None
+    when the query does not combine objects."""
+    if analysis.sql is not None:
+        return split_query(analysis.sql)
+    if analysis.query.limit is not None:
+        return split_query(f"SELECT * FROM {SOURCE_TABLE} LIMIT {analysis.query.limit}")
+    return None
+
+
+def partial_step(analysis: Analysis, split: Split, rows: pl.LazyFrame) -> pl.LazyFrame:
+    """The partial plan over one batch of ``rows`` (the analysis's path columns added, as
+    :meth:`Analysis.finish` adds them)."""
+    if analysis.paths:
+        names = set(rows.collect_schema().names())
+        rows = with_paths(rows, [p for p in analysis.paths if p.root in names])
+    return split.partial(rows)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from s3slice import (
     Engine,
@@ -19,6 +20,7 @@ from s3slice import (
     SchemaConflictError,
     Settings,
     UnknownColumnError,
+    _engine,
     parse_request,
 )
 from s3slice._sources import glob_regex, hive_values, partitions
@@ -180,3 +182,26 @@ def test_a_glob_whose_listing_holds_the_output_is_refused() -> None:
     with pytest.raises(RequestError, match="lies inside the source prefix"):
         parse_request({"source": "s3://b/data/*.parquet", "output": "s3://b/data/out/"})
     parse_request({"source": "s3://b/data/*.parquet", "output": "s3://b/results/"})
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT zone, COUNT(*) AS n, AVG(fare) AS m, STDDEV(fare) AS sd FROM s3object "
+    "GROUP BY zone ORDER BY zone",
+    "SELECT id, fare FROM s3object ORDER BY fare DESC, id LIMIT 7",
+    "SELECT MEDIAN(fare) AS med FROM s3object",  # no exact split: answered in one piece
+])
+def test_a_many_object_query_shares_the_distributed_maps_split(
+        lake: Path, sql: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over many objects in one invocation, a combining query is answered as the
+    Distributed Map answers it: a partial per object, then the final plan."""
+    splits: list[object] = []
+    original = _engine._single_split
+    monkeypatch.setattr(_engine, "_single_split",
+                        lambda analysis: splits.append(original(analysis)) or splits[-1])
+    engine, _ = engine_for(lake)
+    got = engine.read({"source": f"s3://{BUCKET}/trips/**/*.parquet", "sql": sql}).frame
+    want = pl.SQLContext(s3object=oracle(lake).drop("year", "month")).execute(
+        sql, eager=True)
+    assert [s is None for s in splits] == ["MEDIAN" in sql]
+    assert got.columns == want.columns
+    assert_frame_equal(got, want, check_dtypes=False, rel_tol=1e-9)
