@@ -87,7 +87,7 @@ def _close(st: dict[Any, Any]) -> float:
 PYSPY_CLASSES: list[tuple[str, tuple[str, ...]]] = [
     # (class, substrings of a frame; the first class with a match in the stack wins,
     # searched from the leaf up)
-    ("image writes (memcpy into the image)", ("_image.py",)),
+    ("image writes (copy into the image, page faults)", ("_image.py",)),
     (
         "write: encode Parquet",
         ("polars_parquet::arrow::write", "parquet::write", "zstd", "serialize (s3slice"),
@@ -117,11 +117,15 @@ PYSPY_CLASSES: list[tuple[str, tuple[str, ...]]] = [
             "futures_util",
         ),
     ),
-    ("Python: asyncio / per-part", ("asyncio", "_fetch.py", "selectors.py")),
     (
-        "Python: handler, logging, metrics",
-        ("aws_lambda_powertools", "logging", "_observe.py", "_entry.py", "json"),
+        "fetch: main thread waiting in epoll (counted busy by py-spy)",
+        ("epoll_wait", "select_epoll"),
     ),
+    ("Python: asyncio / per-part", ("asyncio", "_fetch.py", "selectors.py")),
+    ("footer parse + plan", ("_plan.py", "_predicate.py", "libparquet", "thrift", "_bloom.py")),
+    ("decode + filter (main thread's share)", ("_decode", "_try_polars", "polars")),
+    ("Python: handler, logging, metrics", ("aws_lambda_powertools", "logging", "_observe.py")),
+    ("write", ("_output.py",)),
 ]
 
 
@@ -168,8 +172,11 @@ def markdown(pstats_path: Path | None, pyspy_path: Path | None, jobs: int, meta:
     if pyspy_path and pyspy_path.exists():
         by, total, leaves = pyspy_classes(pyspy_path)
         lines += [
-            f"py-spy (`--native --threads`, busy samples of every thread, {total} samples "
-            f"over {jobs} warm jobs):",
+            f"py-spy (`--native --threads`, busy samples, {total} over {jobs} warm jobs). "
+            "py-spy samples only threads that run Python, so this is the **main thread** "
+            "alone: obstore's tokio threads and polars' worker threads are not in it (the "
+            "cProfile table above has their CPU); an unresolved `libc.so.6` leaf under "
+            "`_image.write` is the copy into the image:",
             "",
             "| class (innermost matching frame) | samples | share |",
             "|---|---:|---:|",
