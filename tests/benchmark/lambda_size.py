@@ -422,7 +422,10 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {c} | " + " | ".join(cells) + " |")
     lines.append("")
     for c in case_names:
-        title = next((x["title"] for x in doc["cases"] if x["name"] == c), "")
+        titles = {x.name: x.title for x in cases(meta["scale"])} | {
+            x["name"]: x["title"] for x in doc["cases"]
+        }
+        title = titles.get(c, "")
         lines += [
             f"## {c}: {title}",
             "",
@@ -744,7 +747,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         meta["service_code"] = "s3slice from the working tree (editable install)"
     doc["meta"] = meta
-    doc["cases"] = [{"name": c.name, "title": c.title} for c in chosen]
+    known = {x["name"]: x for x in doc.get("cases", [])}  # a resumed run keeps earlier cases
+    doc["cases"] = list(
+        (known | {c.name: {"name": c.name, "title": c.title} for c in chosen}).values()
+    )
 
     def save(complete: bool) -> None:
         meta.update(date=report.now_iso(), complete=complete, machine=report.machine())
