@@ -119,6 +119,8 @@ class ReviewedStack(Protocol):
     @property
     def granted_object_locations(self) -> Sequence[BucketPrefix]: ...
     @property
+    def partials_locations(self) -> Sequence[BucketPrefix]: ...
+    @property
     def workflow_results_location(self) -> BucketPrefix: ...
     @property
     def access_logs_bucket(self) -> s3.Bucket | None: ...
@@ -157,6 +159,13 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
                    "readUris, writes (and the removal of a failed invocation's own "
                    "outputs) under the output prefix. A prefix cannot be granted "
                    "without a trailing wildcard."),
+        WildcardAllowance(
+            pattern="|".join(_exact(stack, location.objects_arn)
+                             for location in stack.partials_locations),
+            actions=frozenset({"s3:GetObject"}),
+            reason="The workflow's reduce step reads back the partial answers its map "
+                   "batches wrote, only in _partials/ folders under the output prefix "
+                   "(bucket/prefix_partials/* and bucket/prefix*/_partials/*)."),
         WildcardAllowance(
             pattern=r"\*",
             actions=frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}),
@@ -202,6 +211,13 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
                 reason="A Distributed Map runs child executions of its own state machine "
                        "with generated names; CDK grants describing, stopping and "
                        "redriving this state machine's executions only."),
+            WildcardAllowance(
+                pattern=(r"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+                         r"mapRun:.*/s3slice:\*"),
+                actions=frozenset({"states:DescribeMapRun"}),
+                reason="Map Runs have generated ids; the workflow counts its batches by "
+                       "describing the Map Runs of its own state machine's labelled "
+                       "Distributed Map only."),
         ], log)
 
     # --- CDK's S3 notifications handler (a singleton custom resource) ---------------------

@@ -18,7 +18,7 @@ from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, 
 from .nag import Acknowledged, add_suppressions
 from .settings import FUNCTION_CODE_DIR, StackSettings
 from .triggers import Triggers, TriggersProps
-from .workflow import Workflow, WorkflowProps
+from .workflow import PARTIALS, Workflow, WorkflowProps
 
 
 class S3SliceStack(Stack):
@@ -26,8 +26,10 @@ class S3SliceStack(Stack):
 
     The function may read the watched location and ``readUris`` (``s3:GetObject`` on
     ``bucket/prefix*``, ``s3:ListBucket`` with an ``s3:prefix`` condition) and write the
-    output prefix (``s3:PutObject``, ``s3:AbortMultipartUpload``). The workflow may list
-    the same locations and write its Map Run results under the results prefix. Every S3
+    output prefix (``s3:PutObject``, ``s3:AbortMultipartUpload``, ``s3:DeleteObject``),
+    and list and read back the workflow's partial answers only in ``_partials/`` folders
+    under the output prefix. The workflow may list the same locations as the function,
+    write its Map Run results under the results prefix and describe its own Map Runs. Every S3
     statement holds only for buckets owned by the deploying account or ``bucketAccounts``
     (``s3:ResourceAccount``); ``kmsKeyArns`` adds ``kms:Decrypt`` (reads) and
     ``kms:GenerateDataKey`` (writes) on exactly those keys, through S3 in the region.
@@ -36,7 +38,8 @@ class S3SliceStack(Stack):
     ``access_logs_bucket``, ``source_bucket``, ``output_bucket``, ``read_function``,
     ``triggers``, ``workflow``, ``alarms``, ``alarm_topic``, ``owned_alarm_topic`` (the
     topic the stack creates when no ``alarmTopicArn`` is given), ``bucket_accounts``,
-    ``kms_keys``, ``granted_object_locations``, ``workflow_results_location``,
+    ``kms_keys``, ``granted_object_locations``, ``partials_locations``,
+    ``workflow_results_location``,
     ``nag_acknowledgments``.
     """
 
@@ -94,6 +97,13 @@ class S3SliceStack(Stack):
                                prefix=settings.workflow_results_prefix)
         #: Where the function may get objects, then where it may put them.
         self.granted_object_locations: list[BucketPrefix] = [*readable, output]
+        #: Where the function may list and read back the workflow's partial answers (a
+        #: map batch writes them, the reduce step reads and deletes them): a ``_partials/``
+        #: folder directly under the output prefix or under a folder of it.
+        self.partials_locations: list[BucketPrefix] = [
+            BucketPrefix(bucket=self.output_bucket, prefix=f"{output.prefix}{PARTIALS}/"),
+            BucketPrefix(bucket=self.output_bucket, prefix=f"{output.prefix}*/{PARTIALS}/"),
+        ]
         self.workflow_results_location = results
 
         # ------------------------------------------------------------------ function
@@ -117,6 +127,9 @@ class S3SliceStack(Stack):
         grants.grant_get_objects(function, readable, accounts=accounts)
         grants.grant_list(function, readable, accounts=accounts)
         grants.grant_put_objects(function, output, accounts=accounts)
+        # Writing and deleting partials is covered by the output prefix's grant above.
+        grants.grant_get_objects(function, self.partials_locations, accounts=accounts)
+        grants.grant_list(function, self.partials_locations, accounts=accounts)
         grants.grant_kms(function, self.kms_keys, KMS_READ_ACTIONS)
         grants.grant_kms(function, self.kms_keys, KMS_WRITE_ACTIONS)
 

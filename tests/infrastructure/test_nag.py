@@ -81,11 +81,16 @@ def test_acknowledged_findings_are_exactly_the_reviewed_ones(
                  '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"'
                  + default_stack.logical_id(default_stack.stack.workflow.state_machine)
                  + '"}]}]}')
+    map_run = execution.replace(":execution:", ":mapRun:")
     assert rules_by_path(default_stack.stack.nag_acknowledgments) == {
         ("Reader/Function", "AwsSolutions-L1"),
         ("Reader/Role/DefaultPolicy", "AwsSolutions-IAM5[Resource::*]"),
         ("Reader/Role/DefaultPolicy", f"AwsSolutions-IAM5[Resource::<{data}.Arn>/incoming/*]"),
         ("Reader/Role/DefaultPolicy", f"AwsSolutions-IAM5[Resource::<{data}.Arn>/results/*]"),
+        ("Reader/Role/DefaultPolicy",
+         f"AwsSolutions-IAM5[Resource::<{data}.Arn>/results/_partials/*]"),
+        ("Reader/Role/DefaultPolicy",
+         f"AwsSolutions-IAM5[Resource::<{data}.Arn>/results/*/_partials/*]"),
         ("Workflow/StateMachine/Role/DefaultPolicy",
          f"AwsSolutions-IAM5[Resource::<{function}.Arn>:*]"),
         ("Workflow/StateMachine/Role/DefaultPolicy", "AwsSolutions-IAM5[Resource::*]"),
@@ -95,6 +100,8 @@ def test_acknowledged_findings_are_exactly_the_reviewed_ones(
          f"AwsSolutions-IAM5[Resource::{execution}:*]"),
         ("Workflow/StateMachine/DistributedMapPolicy",
          f"AwsSolutions-IAM5[Resource::{execution}/s3slice:*]"),
+        ("Workflow/StateMachine/DistributedMapPolicy",
+         f"AwsSolutions-IAM5[Resource::{map_run}/s3slice:*]"),
         (f"{handler}/Role", "AwsSolutions-IAM4"),
         (handler, "AwsSolutions-L1"),
         ("AccessLogs", "AwsSolutions-S1"),

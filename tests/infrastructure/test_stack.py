@@ -110,13 +110,20 @@ def test_function_role_statements_default(default_stack: Synthesized) -> None:
         {"Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Effect": "Allow",
          "Resource": get_att(i["function_logs"])},
         {"Action": XRAY_WRITE, "Effect": "Allow", "Resource": "*"},
+        # reads under the watched prefix, and the workflow's partial answers (reduce)
         {"Action": "s3:GetObject", "Effect": "Allow", "Condition": OWN,
-         "Resource": join(get_att(i["data"]), "/incoming/*")},
+         "Resource": [join(get_att(i["data"]), "/incoming/*"),
+                      join(get_att(i["data"]), "/results/_partials/*"),
+                      join(get_att(i["data"]), "/results/*/_partials/*")]},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": get_att(i["data"]),
          "Condition": {**OWN, "StringLike": {"s3:prefix": ["incoming/*"]}}},
         {"Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:PutObject"],
          "Effect": "Allow",
          "Condition": OWN, "Resource": join(get_att(i["data"]), "/results/*")},
+        # the workflow's partial answers, listed by the reduce step
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": get_att(i["data"]),
+         "Condition": {**OWN, "StringLike": {
+             "s3:prefix": ["results/_partials/*", "results/*/_partials/*"]}}},
         {"Action": SQS_CONSUME, "Effect": "Allow", "Resource": get_att(i["queue"])},
     ])
     default_stack.template.has_resource_properties("AWS::IAM::Role", {
@@ -151,6 +158,9 @@ def test_state_machine_role_statements_default(default_stack: Synthesized) -> No
          "Resource": join(*execution_arn, ":*")},
         {"Action": "states:RedriveExecution", "Effect": "Allow",
          "Resource": join(*execution_arn, "/s3slice:*")},
+        # counting the map's batches (DescribeMapRun) on its own Map Runs only
+        {"Action": "states:DescribeMapRun", "Effect": "Allow",
+         "Resource": join(*execution_arn[:-2], ":mapRun:", execution_name, "/s3slice:*")},
     ])
     assert len(policies) == 2
 
@@ -177,7 +187,9 @@ def test_function_role_statements_imported(imported_stack: Synthesized) -> None:
         {"Action": XRAY_WRITE, "Effect": "Allow", "Resource": "*"},
         {"Action": "s3:GetObject", "Effect": "Allow", "Condition": OWNERS,
          "Resource": [s3_arn("acme-landing/events/*"), s3_arn("acme-reference/dim/*"),
-                      s3_arn("acme-landing/manual/*")]},
+                      s3_arn("acme-landing/manual/*"),
+                      s3_arn("acme-results/sliced/_partials/*"),
+                      s3_arn("acme-results/sliced/*/_partials/*")]},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-landing"),
          "Condition": {**OWNERS, "StringLike": {"s3:prefix": ["events/*", "manual/*"]}}},
         {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-reference"),
@@ -185,6 +197,9 @@ def test_function_role_statements_imported(imported_stack: Synthesized) -> None:
         {"Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:PutObject"],
          "Effect": "Allow",
          "Condition": OWNERS, "Resource": s3_arn("acme-results/sliced/*")},
+        {"Action": "s3:ListBucket", "Effect": "Allow", "Resource": s3_arn("acme-results"),
+         "Condition": {**OWNERS, "StringLike": {
+             "s3:prefix": ["sliced/_partials/*", "sliced/*/_partials/*"]}}},
         # kms:Decrypt to read, kms:GenerateDataKey (and Decrypt) to write: on exactly the
         # keys given, through S3 only
         {"Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Effect": "Allow",
@@ -215,7 +230,7 @@ def test_state_machine_role_statements_imported(imported_stack: Synthesized) -> 
     distributed_map = next(v for k, v in policies.items() if "DistributedMapPolicy" in k)
     assert [s["Action"] for s in distributed_map] == [
         "states:StartExecution", ["states:DescribeExecution", "states:StopExecution"],
-        "states:RedriveExecution"]
+        "states:RedriveExecution", "states:DescribeMapRun"]
     assert distributed_map[0]["Resource"] == {"Ref": i["state_machine"]}
 
 
@@ -341,7 +356,7 @@ def test_every_s3_statement_is_pinned_to_the_bucket_owners(
                     found += 1
                     assert statement["Condition"]["StringEquals"] == (
                         expected["StringEquals"]), statement
-    assert found == (5 if synth.stack.data_bucket is not None else 7)
+    assert found == (6 if synth.stack.data_bucket is not None else 8)
 
 
 def test_no_kms_grant_without_kms_keys(default_stack: Synthesized) -> None:
@@ -467,12 +482,14 @@ def test_workflow_defaults_and_results_location(imported_stack: Synthesized) -> 
     defaults = definition["States"]["Defaults"]["Parameters"]["defaults"]
     assert defaults == {"bucket": "acme-landing", "prefix": "events/",
                         "query": {"columns": ["a", "b"], "filter": "a <= 1000"},
-                        "output": {"uri": "s3://acme-results/sliced/", "format": "csv"}}
+                        "output": {"uri": "s3://acme-results/sliced/", "format": "csv"},
+                        "toleratedFailurePercentage": 10}
     state = definition["States"]["ProcessObjects"]
     assert state["ResultWriter"]["Parameters"] == {"Bucket": "acme-results", "Prefix": "runs/"}
     assert state["MaxConcurrency"] == 500
     assert state["ItemBatcher"]["MaxItemsPerBatch"] == 25
-    assert state["ToleratedFailurePercentage"] == 10
+    assert state["ToleratedFailurePercentagePath"] == "$.toleratedFailurePercentage"
+    assert "ToleratedFailurePercentage" not in state
 
 
 @pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
@@ -595,7 +612,8 @@ def test_variant_settings_reach_the_template(stand_in_layer: Path, tmp_path: Pat
     i = ids(synth)
     (statements,) = policy_statements(synth, i["function_role"]).values()
     (get,) = [s for s in statements if s["Action"] == "s3:GetObject"]
-    assert get["Resource"] == join(get_att(i["data"]), "/landing/*")
+    assert get["Resource"][0] == join(get_att(i["data"]), "/landing/*")
+    assert all("_partials/" in json.dumps(r) for r in get["Resource"][1:])
     (notifications,) = synth.resources("Custom::S3BucketNotifications").values()
     for configuration in notifications["Properties"]["NotificationConfiguration"][
             "QueueConfigurations"]:

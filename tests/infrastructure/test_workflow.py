@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from s3slice_cdk.workflow import (
     Workflow,
     WorkflowProps,
 )
-from tests.infrastructure.support import bare_stack, state_machine_definition
+from tests.infrastructure.support import REPO_DIR, bare_stack, state_machine_definition
 
 pytestmark = pytest.mark.infrastructure
 
@@ -62,7 +63,8 @@ def test_input_defaults_come_from_the_settings(definition: dict[str, Any]) -> No
     assert defaults["Type"] == "Pass"
     assert defaults["Parameters"] == {
         "defaults": {"bucket": "acme-in", "prefix": "incoming/", "query": {"columns": ["a"]},
-                     "output": {"uri": "s3://acme-out/results/", "format": "parquet"}},
+                     "output": {"uri": "s3://acme-out/results/", "format": "parquet"},
+                     "toleratedFailurePercentage": 5},
         "input.$": "$",
     }
     merge = definition["States"]["ApplyDefaults"]
@@ -79,13 +81,71 @@ def test_lists_objects_under_the_input_prefix(distributed_map: dict[str, Any]) -
     assert reader["Parameters"] == {"Bucket.$": "$.bucket", "Prefix.$": "$.prefix"}
 
 
-def test_batches_carry_query_output_and_bucket(distributed_map: dict[str, Any]) -> None:
+def test_batches_carry_query_output_bucket_and_run(distributed_map: dict[str, Any]) -> None:
     assert distributed_map["ItemBatcher"] == {
         "MaxItemsPerBatch": 10,
-        "BatchInput": {"query.$": "$.query", "output.$": "$.output", "bucket.$": "$.bucket"},
+        "BatchInput": {"query.$": "$.query", "output.$": "$.output", "bucket.$": "$.bucket",
+                       "run.$": "$$.Execution.Name"},
     }
     assert distributed_map["MaxConcurrency"] == 100
-    assert distributed_map["ToleratedFailurePercentage"] == 5
+    # per execution: the input's toleratedFailurePercentage, by default the setting (5)
+    assert distributed_map["ToleratedFailurePercentagePath"] == "$.toleratedFailurePercentage"
+    assert "ToleratedFailurePercentage" not in distributed_map
+    assert distributed_map["Label"] == "s3slice"
+    # the state's input goes on to the reduce, the map's output beside it
+    assert distributed_map["ResultPath"] == "$.map"
+    assert distributed_map["Next"] == "CountBatches"
+
+
+def test_the_map_is_followed_by_counting_its_batches_and_the_reduce(
+        definition: dict[str, Any]) -> None:
+    count = definition["States"]["CountBatches"]
+    assert count["Type"] == "Task"
+    assert count["Resource"] == "arn:<token>:states:::aws-sdk:sfn:describeMapRun"
+    assert count["Parameters"] == {"MapRunArn.$": "$.map.MapRunArn"}
+    # one child execution per batch, failed ones included
+    assert count["ResultSelector"] == {"batches.$": "$.ExecutionCounts.Total"}
+    assert count["ResultPath"] == "$.count"
+    assert count["Next"] == "Reduce"
+    (retrier,) = count["Retry"]
+    assert retrier["ErrorEquals"] == ["Sfn.SfnException", "Sfn.ThrottlingException"]
+    assert "Catch" not in count
+
+    reduce = definition["States"]["Reduce"]
+    assert reduce["Type"] == "Task"
+    assert reduce["Resource"] == FUNCTION_ARN
+    assert reduce["Parameters"] == {"Reduce": {
+        "run.$": "$$.Execution.Name", "query.$": "$.query", "output.$": "$.output",
+        "batches.$": "$.count.batches"}}
+    assert reduce["ResultPath"] == "$.reduce"
+    assert reduce["End"] is True
+
+
+def test_the_reduce_keeps_the_batches_retries_and_catches(
+        definition: dict[str, Any], distributed_map: dict[str, Any]) -> None:
+    batch = task_state(distributed_map)
+    reduce = definition["States"]["Reduce"]
+    assert reduce["Retry"] == batch["Retry"]
+    (catch,) = reduce["Catch"]
+    (batch_catch,) = batch["Catch"]
+    assert catch["ErrorEquals"] == batch_catch["ErrorEquals"]
+    assert catch["ResultPath"] == "$.failure"
+    failure = definition["States"][catch["Next"]]
+    assert failure["Type"] == "Fail"
+    assert (failure["ErrorPath"], failure["CausePath"]) == ("$.failure.Error",
+                                                            "$.failure.Cause")
+
+
+def test_the_sample_reduce_event_is_what_the_workflow_sends(
+        definition: dict[str, Any]) -> None:
+    """events/sfn-reduce.json: the Reduce state's parameters, its paths resolved."""
+    sample = json.loads((REPO_DIR / "events" / "sfn-reduce.json").read_text())
+    parameters = definition["States"]["Reduce"]["Parameters"]["Reduce"]
+    assert set(sample) == {"Reduce"}
+    assert {f"{k}.$" for k in sample["Reduce"]} == set(parameters)
+    assert isinstance(sample["Reduce"]["batches"], int)
+    assert isinstance(sample["Reduce"]["run"], str)
+    assert set(sample["Reduce"]["output"]) == {"uri", "format"}
 
 
 def test_results_are_written_to_s3(distributed_map: dict[str, Any]) -> None:
@@ -194,7 +254,22 @@ def test_grants_itself_no_s3_access(default: tuple[Workflow, Template]) -> None:
             actions.update([action] if isinstance(action, str) else action)
     assert not {a for a in actions if a.startswith("s3:")}
     assert {"lambda:InvokeFunction", "states:StartExecution", "states:DescribeExecution",
-            "states:StopExecution"} <= actions
+            "states:StopExecution", "states:DescribeMapRun"} <= actions
+
+
+def test_describes_only_its_own_map_runs(default: tuple[Workflow, Template]) -> None:
+    workflow, template = default
+    machine = Stack.of(workflow).get_logical_id(workflow.state_machine.node.default_child)
+    statements = [statement
+                  for policy in template.find_resources("AWS::IAM::Policy").values()
+                  for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+                  if statement["Action"] == "states:DescribeMapRun"]
+    name = {"Fn::Select": [6, {"Fn::Split": [":", {"Ref": machine}]}]}
+    assert statements == [{"Action": "states:DescribeMapRun", "Effect": "Allow",
+                           "Resource": {"Fn::Join": ["", [
+                               "arn:", {"Ref": "AWS::Partition"}, ":states:",
+                               {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
+                               ":mapRun:", name, "/s3slice:*"]]}}]
 
 
 def test_settings_reach_the_definition() -> None:
@@ -206,7 +281,8 @@ def test_settings_reach_the_definition() -> None:
     state = definition["States"]["ProcessObjects"]
     assert state["MaxConcurrency"] == 2500
     assert state["ItemBatcher"]["MaxItemsPerBatch"] == 50
-    assert state.get("ToleratedFailurePercentage", 0) == 0
+    assert definition["States"]["Defaults"]["Parameters"]["defaults"][
+        "toleratedFailurePercentage"] == 0
     assert state["ResultWriter"]["Parameters"]["Prefix"] == "runs/"
     assert definition["States"]["Defaults"]["Parameters"]["defaults"]["output"]["format"] == (
         "json")
