@@ -233,8 +233,9 @@ class S3Fetcher:
         if not ranges:
             return
         if not addressable(obj.key):
+            ends = dict(ranges)
             for start, data, size in self.exact.get_many(obj, ranges, etag, concurrency):
-                self._accept(obj, start, ranges, data, size)
+                self._accept(obj, start, ends[start], data, size)
                 sink(start, memoryview(data))
             return
         import obstore
@@ -249,7 +250,7 @@ class S3Fetcher:
                 result = await obstore.get_async(store, obj.key, options=options)
                 data = await result.bytes_async()
             view = memoryview(data)
-            self._accept(obj, start, [(start, end)], view, int(result.meta["size"]))
+            self._accept(obj, start, end, view, int(result.meta["size"]))
             sink(start, view)
 
         async def run_all() -> None:
@@ -269,12 +270,11 @@ class S3Fetcher:
         except Exception as e:
             raise _map_error(e, obj.uri) from e
 
-    def _accept(self, obj: ObjectRef, start: int, ranges: Sequence[Range],
-                data: bytes | memoryview, size: int) -> None:
+    def _accept(self, obj: ObjectRef, start: int, end: int, data: bytes | memoryview,
+                size: int) -> None:
         """Count a fetched part, after checking that it is the part of the object asked for:
         an object of another size than the caller knew (an event's stale size) or one that
         ends before the part does has changed, and the read restarts."""
-        end = next(b for a, b in ranges if a == start)
         if (obj.size is not None and size != obj.size) or size < end:
             raise PreconditionFailed(obj.uri)
         if len(data) != end - start:
