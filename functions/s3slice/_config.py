@@ -28,8 +28,7 @@ from typing import Any
 from ._errors import ConfigurationError, QueryError, RequestError
 from ._query import analyze
 from ._request import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
-
-QUERY_FIELDS = frozenset({"sql", "columns", "filter", "limit"})
+from .contract import QUERY_FIELDS
 
 
 def _under(bucket: str, key: str, location: tuple[str, str]) -> bool:

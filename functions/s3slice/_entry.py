@@ -121,6 +121,8 @@ def handle(event: Any, context: Any) -> dict[str, Any]:
             response = _reduce.reduce(event["Reduce"], engine=engine, cfg=cfg)
             record_stats(response["stats"])
             return response
+        if kind == "check":
+            return _reduce.check(event["Check"], cfg=cfg)
         objects = (_events.s3_notification_objects(event) if kind == "s3"
                    else [_events.eventbridge_object(event)])
         query, output = cfg.require(what=f"an {kind} event")

@@ -14,6 +14,8 @@ Parsed with Powertools' event source data classes. The shapes, exactly as AWS se
   item ``{"Item": {...}, "BatchInput": {...}}``, items as listObjectsV2 gives them
   (``Key``, ``Size``, ``Etag``), ``BatchInput`` holding ``bucket``, ``query`` and ``output``.
 - S3 Select: ``{"Bucket", "Key", "Expression", "InputSerialization", ...}`` (``_select``).
+- The workflow's own steps: ``{"Check": {...}}`` before the map and ``{"Reduce": {...}}``
+  after it (``_reduce``).
 - Anything else is a direct-invoke request.
 """
 
@@ -33,12 +35,11 @@ from aws_lambda_powertools.utilities.data_classes import (
 from ._config import parse_query_config
 from ._errors import ConfigurationError, RequestError
 from ._request import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
+from .contract import BATCH_INPUT_FIELDS
 
 Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test",
-               "s3-select", "reduce"]
+               "s3-select", "reduce", "check"]
 
-#: Fields a Step Functions ``BatchInput`` may carry.
-BATCH_INPUT_FIELDS = frozenset({"bucket", "query", "output", "run"})
 
 
 def classify(event: object) -> Kind:
@@ -62,6 +63,8 @@ def classify(event: object) -> Kind:
         return "s3-select"
     if "Reduce" in event:
         return "reduce"
+    if "Check" in event:
+        return "check"
     if "Items" in event:
         return "sfn-batch"
     if "Item" in event:

@@ -37,8 +37,8 @@ from ._output import output_key, serialize
 from ._query import Analysis, analyze
 from ._request import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
 from ._split import Split, partial_step, split_for
+from .contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
 
-PARTIALS = "_partials"
 #: The Parquet metadata key a partial's batch stats travel in.
 STATS_KEY = b"s3slice.batch_stats"
 #: A partial's footer is small: one suffix GET of this many bytes holds it.
@@ -84,27 +84,44 @@ def map_batch(objects: Sequence[ObjectRef], query: Query, output: OutputSpec, ru
                       "rows_out": result.frame.height, "cost": result.stats["cost"]}}
 
 
+def check(raw: object, *, cfg: Config) -> dict[str, Any]:
+    """The workflow's first step, before any batch runs: ``{"status": "ok", "combines":
+    bool}``, or the ``QueryError`` naming the construct a combining query cannot be split
+    on (a median, a window function), so the map never starts on a query that could not
+    be reduced exactly."""
+    _, query, _ = _query_and_output(raw, cfg, event="Check", fields=CHECK_FIELDS)
+    _, split = split_of(query)
+    return {"status": "ok", "combines": split is not None}
+
+
+def _query_and_output(raw: object, cfg: Config, *, event: str, fields: frozenset[str]
+                      ) -> tuple[Mapping[str, Any], Query, OutputSpec]:
+    """A workflow step's fields, query and output (each defaulting to the deployment's)."""
+    if not isinstance(raw, Mapping):
+        raise RequestError(f"expected an object, got {type(raw).__name__}", field=event)
+    unknown = set(raw) - fields
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}", field=event)
+    query = None
+    if raw.get("query") is not None:
+        try:
+            query = parse_query_config(raw["query"], variable=f"{event}.query")
+        except ConfigurationError as e:  # here the event is at fault
+            raise RequestError(str(e)) from None
+    query, output = cfg.require(what=f"the workflow's {event} step", query=query,
+                                output=parse_output(raw.get("output"), field=f"{event}.output"),
+                                given_in=event)
+    return raw, query, output
+
+
 def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
     """The reduce step of a run: see the module's docstring."""
-    if not isinstance(raw, Mapping):
-        raise RequestError(f"expected an object, got {type(raw).__name__}", field="Reduce")
-    unknown = set(raw) - {"run", "query", "output", "batches"}
-    if unknown:
-        raise RequestError(f"unknown field(s) {sorted(unknown)}", field="Reduce")
+    raw, query, output = _query_and_output(raw, cfg, event="Reduce", fields=REDUCE_FIELDS)
     run = parse_run(raw.get("run"), field="Reduce.run")
     batches = raw.get("batches")
     if isinstance(batches, bool) or not isinstance(batches, int) or batches < 0:
         raise RequestError(f"expected the number of map batches, got {batches!r}",
                            field="Reduce.batches")
-    query = None
-    if raw.get("query") is not None:
-        try:
-            query = parse_query_config(raw["query"], variable="Reduce.query")
-        except ConfigurationError as e:  # here the event is at fault
-            raise RequestError(str(e)) from None
-    query, output = cfg.require(what="a reduce step", query=query,
-                                output=parse_output(raw.get("output"), field="Reduce.output"),
-                                given_in="Reduce")
     _, split = split_of(query)
     if split is None:
         return {"status": "ok", "reduced": False, "outputs": [], "stats": {}}

@@ -17,15 +17,14 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 from urllib.parse import unquote
 
 from ._errors import RequestError
 from ._text import COMPRESSIONS as INPUT_COMPRESSIONS
 from ._text import InputSpec
+from .contract import OUTPUT_FORMATS, OutputFormat
 
-OutputFormat = Literal["parquet", "csv", "json"]
-OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)
 COMPRESSIONS: dict[str, tuple[str, ...]] = {
     "parquet": ("zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed"),
     "csv": ("none", "gzip"),

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from s3slice import ObjectNotFoundError, _entry
+from s3slice import ObjectNotFoundError, QueryError, RequestError, _entry
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice.handler import lambda_handler
@@ -120,3 +120,29 @@ def test_a_query_that_does_not_combine_keeps_per_object_outputs(lake: S3Env) -> 
     assert len(response["objects"]) == BATCH
     assert invoke(reduce_event(sql, "exec-4", 3)) == {
         "status": "ok", "reduced": False, "outputs": [], "stats": {}}
+
+
+@pytest.mark.parametrize(("sql", "combines"), [
+    (CASES[0], True),
+    ("SELECT col_1, region FROM s3object WHERE col_1 < 1000", False),
+])
+def test_the_check_step_says_whether_a_query_combines_objects(
+        lake: S3Env, sql: str, combines: bool) -> None:
+    event = {"Check": {"query": {"sql": sql}, "output": OUTPUT}}
+    assert invoke(event) == {"status": "ok", "combines": combines}
+
+
+@pytest.mark.parametrize(("sql", "construct"), [
+    ("SELECT MEDIAN(col_1) AS m FROM s3object", "MEDIAN"),
+    ("SELECT col_1, ROW_NUMBER() OVER (ORDER BY col_1) AS r FROM s3object", "ROW_NUMBER"),
+])
+def test_the_check_step_refuses_a_query_that_cannot_be_split(
+        lake: S3Env, sql: str, construct: str) -> None:
+    with pytest.raises(QueryError, match=construct):
+        invoke({"Check": {"query": {"sql": sql}, "output": OUTPUT}})
+    assert lake.keys(RESULTS) == []
+
+
+def test_the_check_step_refuses_unknown_fields(lake: S3Env) -> None:
+    with pytest.raises(RequestError, match="unknown field"):
+        invoke({"Check": {"query": {"sql": CASES[0]}, "batches": 3}})
