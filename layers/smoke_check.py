@@ -184,7 +184,7 @@ def check_thrift(tmp: str) -> None:
     from thriftpy2.utils import deserialize, serialize
 
     idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "functions",
-                       "s3slice", "parquet.thrift")
+                       "s3slice", "parquet", "parquet.thrift")
     parquet = thriftpy2.load(idl, module_name="smoke_parquet_thrift")
     path = os.path.join(tmp, "indexed.parquet")
     pq.write_table(pa.table({"id": pa.array(range(ROWS), pa.int64())}), path,

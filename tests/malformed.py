@@ -1,7 +1,7 @@
 """Parquet objects that readers get wrong, built from good ones by rewriting their footer.
 
 The footer is the Parquet Thrift ``FileMetaData``; it is parsed and re-encoded with the
-service's own IDL (``s3slice._pages``), so each object is exactly the good one but for the
+service's own IDL (``s3slice.parquet.pages``), so each object is exactly the good one but for the
 footer fields named.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice import _pages
+from s3slice.parquet import pages as _pages
 
 
 def write(table: pa.Table, **kwargs: Any) -> bytes:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._engine import FOOTER_CACHE, Engine, FooterCache, ReadResult
-from ._errors import (
+from s3slice._errors import (
     AccessDeniedError,
     ConfigurationError,
     FilterSyntaxError,
@@ -33,10 +32,11 @@ from ._errors import (
     UnknownColumnError,
     error_types,
 )
-from ._fetch import Fetcher, LocalFetcher, RecordingFetcher, S3Fetcher
-from ._output import run as _run
-from ._request import ObjectRef, OutputSpec, Query, Request, parse_request
-from ._settings import Settings
+from s3slice._model import ObjectRef, OutputSpec, Query, Request, parse_request
+from s3slice._output import run as _run
+from s3slice._settings import Settings
+from s3slice.engine.engine import FOOTER_CACHE, Engine, FooterCache, ReadResult
+from s3slice.fetch.s3 import Fetcher, LocalFetcher, RecordingFetcher, S3Fetcher
 
 __version__ = "0.1.0"
 

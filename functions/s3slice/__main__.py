@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ._errors import S3SliceError
+from s3slice._errors import S3SliceError
 
 #: The exit codes above.
 EXIT_OK, EXIT_UNEXPECTED, EXIT_ERROR = 0, 1, 2
@@ -64,7 +64,7 @@ class LambdaContext:
 def _invoke(event: Any, context: LambdaContext) -> Any:
     """The handler, with anything it prints (EMF metrics) sent to stderr: stdout carries
     only the response."""
-    from .handler import lambda_handler
+    from s3slice.handler import lambda_handler
 
     with contextlib.redirect_stdout(sys.stderr):
         return lambda_handler(event, context)
@@ -145,7 +145,7 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ._demo import demo
+    from s3slice._demo import demo
 
     return demo(rows=args.rows, row_groups=args.row_groups)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._settings import Settings
+from s3slice._settings import Settings
 
 
 def cost(settings: Settings, *, duration_ms: float, requests: Mapping[str, int]

@@ -8,7 +8,7 @@ import time
 
 import polars as pl
 
-from ._local_s3 import LOCAL_CREDENTIALS, LocalS3
+from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
 
 BUCKET = "s3slice-demo"
 KEY = "sales/2024/orders.parquet"
@@ -30,7 +30,7 @@ def sample_table(rows: int, *, seed: int = 4) -> pl.DataFrame:
 def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
     import boto3
 
-    from .__main__ import LambdaContext, _invoke, _print
+    from s3slice.__main__ import LambdaContext, _invoke, _print
 
     for name, value in LOCAL_CREDENTIALS.items():
         os.environ.setdefault(name, value)

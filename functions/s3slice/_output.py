@@ -19,10 +19,10 @@ from typing import Any
 
 import polars as pl
 
-from ._cost import cost
-from ._engine import Engine, ReadResult, Timings
-from ._errors import OutputError, RequestError, ResultTooLargeError, contained
-from ._request import ObjectRef, OutputSpec, Request, parse_request
+from s3slice._cost import cost
+from s3slice._errors import OutputError, RequestError, ResultTooLargeError, contained
+from s3slice._model import ObjectRef, OutputSpec, Request, parse_request
+from s3slice.engine.engine import Engine, ReadResult, Timings
 
 # Lambda's synchronous response limit is 6 MB; rows returned inline stay well under it.
 MAX_INLINE_BYTES = 5 * 1024 * 1024

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from ._errors import RequestError
+from s3slice._errors import RequestError
 
 Strategy = Literal["auto", "ranges", "whole", "batches"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._entry import config, handle
-from ._observe import publish_metrics
+from s3slice.entry.dispatch import config, handle
+from s3slice.entry.observe import publish_metrics
 
 # Validate the function's configuration at cold start: a bad deployment fails its init
 # with a ConfigurationError naming the variable, before any event is taken.

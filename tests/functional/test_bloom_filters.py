@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import s3slice._bloom
+import s3slice.parquet.bloom
 from s3slice import Engine, FooterCache, LocalFetcher, RecordingFetcher, Settings
-from s3slice._bloom import BloomFilter, parse
+from s3slice.parquet.bloom import BloomFilter, parse
 
 BUCKET = "data"
 ROWS = 40_000
@@ -114,7 +114,7 @@ def test_filters_too_large_for_the_read_are_not_fetched(root: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # The filters come to about a tenth of the bytes of ``id`` and ``v``: allowed a
     # twentieth, they are not read.
-    monkeypatch.setattr(s3slice._bloom, "MAX_SHARE", 0.05)
+    monkeypatch.setattr(s3slice.parquet.bloom, "MAX_SHARE", 0.05)
     where = "id = 200001"
     frame, stats, rec = read(root, where)
     assert frame.equals(oracle(root, where))

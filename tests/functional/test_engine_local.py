@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import s3slice._image
+import s3slice.fetch.image
 from s3slice import (
     FOOTER_CACHE,
     Engine,
@@ -27,8 +27,8 @@ from s3slice import (
     UnknownColumnError,
 )
 from s3slice._demo import sample_table
-from s3slice._image import MemoryImage
-from s3slice._plan import parse_footer, plan_parquet
+from s3slice.fetch.image import MemoryImage
+from s3slice.parquet.plan import parse_footer, plan_parquet
 
 BUCKET = "data"
 
@@ -99,15 +99,15 @@ def test_exact_ranges_for_a_footer_and_query(root: Path) -> None:
     result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
                           "filter": "col_1 <= 1000"})
     footer = parse_footer(data, size=len(data), uri="u")
-    from s3slice._query import analyze
-    from s3slice._request import Query
+    from s3slice._model import Query
+    from s3slice.query.analysis import analyze
     plan = plan_parquet(footer, columns=["col_1", "col_2"],
                         predicate=analyze(Query(filter="col_1 <= 1000")).predicate, uri="u")
     tail = [c for c in rec.calls if c.kind == "tail"]
     assert len(tail) == 1 and tail[0].end == len(data) and tail[0].start == len(data) - 65536
     expected = sorted(r for g in plan.row_groups for r in plan.chunks[g])
     # adjacent chunks of one row group are one range when max_gap is 0
-    from s3slice._plan import coalesce
+    from s3slice.parquet.plan import coalesce
     assert rec.ranges() == coalesce(expected, 0)
     assert result.stats["bytes_fetched"] == 65536 + plan.needed_bytes
     assert result.stats["requests"] == 1 + len(coalesce(expected, 0))
@@ -195,7 +195,7 @@ def test_polars_decodes_the_memfd_image_too(root: Path, table: pl.DataFrame,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(size: int) -> bytes:
         raise MemoryError
-    monkeypatch.setattr(s3slice._image, "_zeroed", refused)
+    monkeypatch.setattr(s3slice.fetch.image, "_zeroed", refused)
     engine, _ = engine_for(root, strategy="ranges")
     result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
                           "filter": "col_1 <= 1000"})
@@ -271,7 +271,7 @@ def test_footer_cache_skips_the_footer_request(root: Path) -> None:
     first = engine.read({"source": src, "columns": ["col_1"], "filter": "col_1 <= 1000"})
     etag = LocalFetcher._etag(root / BUCKET / "t.parquet")
     from s3slice import ObjectRef
-    from s3slice._request import Query, Request
+    from s3slice._model import Query, Request
     req = Request(sources=(ObjectRef(bucket=BUCKET, key="t.parquet", etag=etag),),
                   query=Query(columns=("col_1",), filter="col_1 <= 1000"))
     rec.calls.clear()
@@ -290,7 +290,7 @@ def test_small_object_of_known_size_is_one_request(tmp_path: Path) -> None:
     size = (tmp_path / BUCKET / "small.parquet").stat().st_size
     engine, rec = engine_for(tmp_path)
     from s3slice import ObjectRef
-    from s3slice._request import Query, Request
+    from s3slice._model import Query, Request
     req = Request(sources=(ObjectRef(bucket=BUCKET, key="small.parquet", size=size),),
                   query=Query(filter="col_1 < 500000"))
     result = engine.read(req)

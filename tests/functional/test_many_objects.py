@@ -20,10 +20,10 @@ from s3slice import (
     SchemaConflictError,
     Settings,
     UnknownColumnError,
-    _engine,
     parse_request,
 )
-from s3slice._sources import glob_regex, hive_values, partitions
+from s3slice.engine import engine as _engine
+from s3slice.engine.sources import glob_regex, hive_values, partitions
 
 BUCKET = "lake"
 

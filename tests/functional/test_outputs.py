@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import s3slice._output as output_module
 from s3slice import Engine, FooterCache, LocalFetcher, RequestError, ResultTooLargeError, Settings
-from s3slice._request import ObjectRef, OutputSpec, Query, Request
+from s3slice._model import ObjectRef, OutputSpec, Query, Request
 
 BUCKET = "data"
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.utils import deserialize
 
-import s3slice._pages
+import s3slice.parquet.pages
 from s3slice import (
     Engine,
     FooterCache,
@@ -29,29 +29,29 @@ from s3slice import (
     ObjectFormatError,
     RecordingFetcher,
     Settings,
-    _plan,
 )
-from s3slice import _predicate as P
-from s3slice._pages import Held
-from s3slice._query import analyze
-from s3slice._request import Query
+from s3slice._model import Query
+from s3slice.parquet import plan as _plan
+from s3slice.parquet.pages import Held
+from s3slice.query import predicate as P
+from s3slice.query.analysis import analyze
 from tests.malformed import thrift_footer
 from tests.unit.test_pruning import frame_st, predicate_st
 
 BUCKET = "data"
-THRIFT = thriftpy2.load(str(Path(__file__).parents[2] / "functions" / "s3slice" /
+THRIFT = thriftpy2.load(str(Path(__file__).parents[2] / "functions" / "s3slice" / "parquet" /
                             "parquet.thrift"), module_name="test_parquet_thrift")
 
 
 #: The share of its bytes a footer may be for the page index to be parsed, as shipped.
-SHIPPED_FOOTER_SHARE = s3slice._pages.MAX_FOOTER_SHARE
+SHIPPED_FOOTER_SHARE = s3slice.parquet.pages.MAX_FOOTER_SHARE
 
 
 @pytest.fixture(autouse=True)
 def any_footer_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     """These files are small: their footers are too large a share of their bytes for the
     page index to pay (``_pages.parse_pays``). The test of that rule restores it."""
-    monkeypatch.setattr(s3slice._pages, "MAX_FOOTER_SHARE", math.inf)
+    monkeypatch.setattr(s3slice.parquet.pages, "MAX_FOOTER_SHARE", math.inf)
 
 
 def engine_for(root: Path, **kw: Any) -> tuple[Engine, RecordingFetcher]:
@@ -147,7 +147,7 @@ def test_a_time_window_fetches_only_the_pages_that_overlap_it(tmp_path: Path) ->
     index_reads = [r for r in rec.ranges() if r[0] >= index_start]
     assert len(index_reads) == (1 if index_start < tail_start else 0)
     assert all(r[1] <= tail_start for r in index_reads)
-    from s3slice._plan import coalesce
+    from s3slice.parquet.plan import coalesce
     assert [r for r in rec.ranges() if r[1] <= index_start] == coalesce(want, 0)
     assert result.stats["needed_bytes"] == sum(b - a for a, b in want)
     assert result.stats["rows_in"] == rows_total
@@ -168,12 +168,12 @@ def test_without_a_page_index_the_row_group_path_is_unchanged(tmp_path: Path) ->
 
 def test_a_footer_too_large_to_pay_for_is_not_parsed(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(s3slice._pages, "MAX_FOOTER_SHARE", SHIPPED_FOOTER_SHARE)
+    monkeypatch.setattr(s3slice.parquet.pages, "MAX_FOOTER_SHARE", SHIPPED_FOOTER_SHARE)
     # Four row groups: the footer is over 1/256 of the bytes the window needs.
     path = write(tmp_path, sorted_table(), use_dictionary=["s"])
     parsed: list[str] = []
-    real = s3slice._pages.thrift_metadata
-    monkeypatch.setattr(s3slice._pages, "thrift_metadata",
+    real = s3slice.parquet.pages.thrift_metadata
+    monkeypatch.setattr(s3slice.parquet.pages, "thrift_metadata",
                         lambda footer, uri: parsed.append(uri) or real(footer, uri))
     engine, _ = engine_for(tmp_path)
     result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
@@ -190,9 +190,9 @@ def test_a_footer_too_large_to_pay_for_is_not_parsed(tmp_path: Path,
     footer = _plan.parse_footer(data, size=len(data), uri="u")
     plan = _plan.plan_parquet(footer, columns=["ts", "v"],
                               predicate=analyze(Query(filter=WINDOW)).predicate, uri="u")
-    assert not s3slice._pages.parse_pays(footer, plan)
-    s3slice._pages.thrift_metadata(footer, "u")
-    assert s3slice._pages.parse_pays(footer, plan)
+    assert not s3slice.parquet.pages.parse_pays(footer, plan)
+    s3slice.parquet.pages.thrift_metadata(footer, "u")
+    assert s3slice.parquet.pages.parse_pays(footer, plan)
 
 
 def test_pages_are_not_used_when_they_save_too_little(tmp_path: Path) -> None:

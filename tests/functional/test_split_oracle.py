@@ -4,7 +4,7 @@ Random data is cut into batches (some empty, some holding a group alone, null gr
 throughout); each batch's partial plan runs on its own, the final plan over the partials,
 and the answer must be the oracle's: same names, types and rows. Rows of an unordered
 answer are compared as multisets; floating-point values within ``REL`` relative (sums are
-regrouped batch by batch, see :mod:`s3slice._split`). ``ORDER BY ... LIMIT k`` with ties
+regrouped batch by batch, see :mod:`s3slice.query.split`). ``ORDER BY ... LIMIT k`` with ties
 may keep other rows of equal keys than the oracle: those cases compare the order keys in
 sequence and check each row against the unlimited answer.
 """
@@ -25,9 +25,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3slice._query import analyze, with_paths
-from s3slice._request import Query
-from s3slice._split import Split, split_query
+from s3slice._model import Query
+from s3slice.query.analysis import analyze, with_paths
+from s3slice.query.split import Split, split_query
 
 REL = 1e-9
 ABS = 1e-9

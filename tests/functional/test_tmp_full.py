@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-import s3slice._image
+import s3slice.fetch.image
 from s3slice import Engine, LocalFetcher, S3SliceTransientError, Settings
 from s3slice._demo import sample_table
 
@@ -50,7 +50,7 @@ def test_a_directory_filling_up_mid_read_is_a_typed_error(
         settings: dict[str, Any]) -> None:
     def full(fd: int, data: Any, offset: int) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(s3slice._image.os, "pwrite", full)
+    monkeypatch.setattr(s3slice.fetch.image.os, "pwrite", full)
     with pytest.raises(S3SliceTransientError, match="No space left on device") as info:
         engine(root, **settings).read(request_)
     assert info.value.retryable

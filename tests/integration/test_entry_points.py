@@ -20,10 +20,10 @@ from s3slice import (
     ObjectNotFoundError,
     RequestError,
     TimeoutBudgetError,
-    _entry,
 )
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
+from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from tests.support import EVENTS, S3Env
 
@@ -343,7 +343,7 @@ def test_each_phase_is_a_trace_subsegment_when_tracing_is_on(
     """As in Lambda with active tracing: subsegments go to the X-Ray daemon's UDP port."""
     import socket
 
-    from s3slice._observe import tracing
+    from s3slice.entry.observe import tracing
 
     daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     daemon.bind(("127.0.0.1", 0))

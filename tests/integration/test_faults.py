@@ -19,10 +19,10 @@ from s3slice import (
     S3SliceError,
     S3SliceThrottledError,
     S3SliceTransientError,
-    _entry,
 )
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
+from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from tests.support import Fault, S3Env
 

@@ -24,8 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3slice import FOOTER_CACHE, S3SliceError, _entry
+from s3slice import FOOTER_CACHE, S3SliceError
 from s3slice.__main__ import LambdaContext
+from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from tests import malformed
 from tests.support import S3Env

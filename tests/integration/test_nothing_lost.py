@@ -22,14 +22,14 @@ from s3slice import (
     OutputError,
     QueryError,
     RequestError,
-    _entry,
     _output,
-    _plan,
 )
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
-from s3slice._query import Analysis
+from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
+from s3slice.parquet import plan as _plan
+from s3slice.query.analysis import Analysis
 from tests import malformed
 from tests.support import EVENTS, S3Env
 

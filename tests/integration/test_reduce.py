@@ -11,9 +11,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from s3slice import ObjectNotFoundError, QueryError, RequestError, _entry
+from s3slice import ObjectNotFoundError, QueryError, RequestError
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
+from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from tests.support import S3Env
 

@@ -9,8 +9,9 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 
 from s3slice import ConfigurationError, RequestError, error_types
-from s3slice._config import Config
-from s3slice._events import (
+from s3slice._model import ObjectRef, parse_request
+from s3slice.entry.config import Config
+from s3slice.entry.events import (
     Skipped,
     classify,
     eventbridge_object,
@@ -19,7 +20,6 @@ from s3slice._events import (
     s3_notification_objects,
     sqs_body_objects,
 )
-from s3slice._request import ObjectRef, parse_request
 from tests.support import EVENTS
 
 

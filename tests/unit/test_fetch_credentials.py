@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from s3slice import ConfigurationError
-from s3slice._fetch import S3Fetcher
 from s3slice._settings import Settings
+from s3slice.fetch.s3 import S3Fetcher
 
 
 def test_no_credentials_is_a_configuration_error(tmp_path: Path,

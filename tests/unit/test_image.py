@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from s3slice import S3SliceTransientError
-from s3slice._image import FileImage, _FileBacked
+from s3slice.fetch.image import FileImage, _FileBacked
 
 
 def test_a_file_backed_image_raises_the_os_error_itself(tmp_path: Path) -> None:

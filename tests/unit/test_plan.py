@@ -13,8 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from s3slice import ObjectFormatError, Settings
-from s3slice import _predicate as P
-from s3slice._plan import (
+from s3slice.parquet.plan import (
     FooterTooLarge,
     coalesce,
     parse_footer,
@@ -23,6 +22,7 @@ from s3slice._plan import (
     subtract,
     total,
 )
+from s3slice.query import predicate as P
 
 
 def parquet_bytes(frame: pl.DataFrame, **kwargs: object) -> bytes:

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice import Query
-from s3slice import _predicate as P
-from s3slice._plan import parse_footer, prune
-from s3slice._query import analyze
+from s3slice.parquet.plan import parse_footer, prune
+from s3slice.query import predicate as P
+from s3slice.query.analysis import analyze
 
 ROWS = 60
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from s3slice import RequestError, parse_request
-from s3slice._request import ObjectRef, SourceSpec, object_ref
-from s3slice._text import InputSpec, detect_compression, input_for_key
+from s3slice._model import ObjectRef, SourceSpec, object_ref
+from s3slice.text.formats import InputSpec, detect_compression, input_for_key
 
 
 def test_minimal_request() -> None:

@@ -97,8 +97,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from ._errors import FilterSyntaxError, QueryError
-from ._query import SOURCE_TABLE, Analysis, S3SelectDialect, with_paths
+from s3slice._errors import FilterSyntaxError, QueryError
+from s3slice.query.analysis import SOURCE_TABLE, Analysis, S3SelectDialect, with_paths
 
 #: The table the final plan reads: the partial frames, concatenated.
 PARTIALS_TABLE = "partials"

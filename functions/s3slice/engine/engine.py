@@ -20,10 +20,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _bloom, _pages, _plan, _sources
-from ._arrow import compatible, foreign_time_zones, to_polars
-from ._cost import cost
-from ._errors import (
+from s3slice._arrow import compatible, foreign_time_zones, to_polars
+from s3slice._cost import cost
+from s3slice._errors import (
     ObjectChangedError,
     ObjectFormatError,
     ObjectNotFoundError,
@@ -34,13 +33,17 @@ from ._errors import (
     first_line,
     is_native_panic,
 )
-from ._fetch import Fetcher, S3Fetcher
-from ._image import FileImage, Image, MemoryImage
-from ._query import Analysis, analyze, collect
-from ._request import ObjectRef, Request, parse_request
-from ._settings import Settings
-from ._split import Split, partial_step, split_for
-from ._text import (
+from s3slice._model import ObjectRef, Request, parse_request
+from s3slice._settings import Settings
+from s3slice.engine import sources as _sources
+from s3slice.fetch.image import FileImage, Image, MemoryImage
+from s3slice.fetch.s3 import Fetcher, S3Fetcher
+from s3slice.parquet import bloom as _bloom
+from s3slice.parquet import pages as _pages
+from s3slice.parquet import plan as _plan
+from s3slice.query.analysis import Analysis, analyze, collect
+from s3slice.query.split import Split, partial_step, split_for
+from s3slice.text.formats import (
     InputSpec,
     collect_text,
     decompress,

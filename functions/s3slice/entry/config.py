@@ -25,10 +25,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import ConfigurationError, QueryError, RequestError
-from ._query import analyze
-from ._request import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
-from .contract import QUERY_FIELDS
+from s3slice._errors import ConfigurationError, QueryError, RequestError
+from s3slice._model import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
+from s3slice.contract import QUERY_FIELDS
+from s3slice.query.analysis import analyze
 
 
 def _under(bucket: str, key: str, location: tuple[str, str]) -> bool:

@@ -39,9 +39,9 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _plan
-from . import _predicate as P
-from ._errors import ObjectFormatError
+from s3slice._errors import ObjectFormatError
+from s3slice.parquet import plan as _plan
+from s3slice.query import predicate as P
 
 Range = tuple[int, int]
 #: Index ranges closer than this are read in one GET (whatever ``max_gap`` says).

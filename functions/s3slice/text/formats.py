@@ -25,8 +25,8 @@ from typing import Literal
 import polars as pl
 import pyarrow as pa
 
-from ._errors import ObjectFormatError, QueryError, RequestError
-from ._image import tmp_dir_error
+from s3slice._errors import ObjectFormatError, QueryError, RequestError
+from s3slice.fetch.image import tmp_dir_error
 
 InputFormat = Literal["parquet", "csv", "json"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]

@@ -32,7 +32,7 @@ from typing import NoReturn, Protocol
 
 import pyarrow as pa
 
-from ._errors import S3SliceTransientError
+from s3slice._errors import S3SliceTransientError
 
 
 def tmp_dir_error(directory: str, e: OSError) -> S3SliceTransientError:

@@ -15,15 +15,15 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ._errors import (
+from s3slice._errors import (
     AccessDeniedError,
     ObjectNotFoundError,
     PreconditionFailed,
     S3SliceThrottledError,
     S3SliceTransientError,
 )
-from ._request import ObjectRef
-from ._settings import Settings
+from s3slice._model import ObjectRef
+from s3slice._settings import Settings
 
 
 class NotModified(Exception):

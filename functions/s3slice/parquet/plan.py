@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _predicate as P
-from ._errors import ObjectFormatError
-from ._settings import Settings
+from s3slice._errors import ObjectFormatError
+from s3slice._settings import Settings
+from s3slice.query import predicate as P
 
 Range = tuple[int, int]
 MAGIC = b"PAR1"

@@ -20,9 +20,9 @@ from sqlglot import exp, parser
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
-from . import _predicate as P
-from ._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, UnknownColumnError
-from ._request import Query
+from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, UnknownColumnError
+from s3slice._model import Query
+from s3slice.query import predicate as P
 
 SOURCE_TABLE = "s3object"
 # polars SQL table functions that read files; no query may name them anywhere.

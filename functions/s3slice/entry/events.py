@@ -32,10 +32,10 @@ from aws_lambda_powertools.utilities.data_classes import (
     SQSRecord,
 )
 
-from ._config import parse_query_config
-from ._errors import ConfigurationError, RequestError
-from ._request import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
-from .contract import BATCH_INPUT_FIELDS
+from s3slice._errors import ConfigurationError, RequestError
+from s3slice._model import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
+from s3slice.contract import BATCH_INPUT_FIELDS
+from s3slice.entry.config import parse_query_config
 
 Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test",
                "s3-select", "reduce", "check"]

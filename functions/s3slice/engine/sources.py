@@ -22,8 +22,8 @@ from urllib.parse import unquote
 
 import polars as pl
 
-from . import _predicate as P
-from ._request import ObjectRef
+from s3slice._model import ObjectRef
+from s3slice.query import predicate as P
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 

@@ -28,12 +28,12 @@ from typing import Any
 
 import polars as pl
 
-from ._engine import Engine
-from ._errors import RequestError, ResultTooLargeError
-from ._output import MAX_INLINE_BYTES, output_key
-from ._query import s3select_names
-from ._request import ObjectRef, OutputSpec, Query, Request, one_char, parse_output
-from ._text import Compression, InputSpec
+from s3slice._errors import RequestError, ResultTooLargeError
+from s3slice._model import ObjectRef, OutputSpec, Query, Request, one_char, parse_output
+from s3slice._output import MAX_INLINE_BYTES, output_key
+from s3slice.engine.engine import Engine
+from s3slice.query.analysis import s3select_names
+from s3slice.text.formats import Compression, InputSpec
 
 SELECT_FIELDS = frozenset({"Bucket", "Key", "Expression", "ExpressionType",
                            "InputSerialization", "OutputSerialization", "ScanRange",

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from ._errors import RequestError
-from ._text import COMPRESSIONS as INPUT_COMPRESSIONS
-from ._text import InputSpec
-from .contract import OUTPUT_FORMATS, OutputFormat
+from s3slice._errors import RequestError
+from s3slice.contract import OUTPUT_FORMATS, OutputFormat
+from s3slice.text.formats import COMPRESSIONS as INPUT_COMPRESSIONS
+from s3slice.text.formats import InputSpec
 
 COMPRESSIONS: dict[str, tuple[str, ...]] = {
     "parquet": ("zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed"),

@@ -28,16 +28,16 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from . import _plan
-from ._config import Config, parse_query_config
-from ._engine import Engine
-from ._errors import ConfigurationError, ObjectNotFoundError, RequestError
-from ._events import parse_run
-from ._output import output_key, serialize
-from ._query import Analysis, analyze
-from ._request import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
-from ._split import Split, partial_step, split_for
-from .contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
+from s3slice._errors import ConfigurationError, ObjectNotFoundError, RequestError
+from s3slice._model import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
+from s3slice._output import output_key, serialize
+from s3slice.contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
+from s3slice.engine.engine import Engine
+from s3slice.entry.config import Config, parse_query_config
+from s3slice.entry.events import parse_run
+from s3slice.parquet import plan as _plan
+from s3slice.query.analysis import Analysis, analyze
+from s3slice.query.split import Split, partial_step, split_for
 
 #: The Parquet metadata key a partial's batch stats travel in.
 STATS_KEY = b"s3slice.batch_stats"

@@ -23,9 +23,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import xxhash
 
-from . import _pages, _plan
-from . import _predicate as P
-from ._errors import ObjectFormatError
+from s3slice._errors import ObjectFormatError
+from s3slice.parquet import pages as _pages
+from s3slice.parquet import plan as _plan
+from s3slice.query import predicate as P
 
 Range = tuple[int, int]
 

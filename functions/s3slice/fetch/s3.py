@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ._errors import (
+from s3slice._errors import (
     AccessDeniedError,
     ConfigurationError,
     ObjectError,
@@ -29,9 +29,9 @@ from ._errors import (
     first_line,
     is_native_panic,
 )
-from ._fetch_exact import ExactKeys, NotModified, addressable
-from ._request import ObjectRef
-from ._settings import Settings
+from s3slice._model import ObjectRef
+from s3slice._settings import Settings
+from s3slice.fetch.exact import ExactKeys, NotModified, addressable
 
 if TYPE_CHECKING:
     from obstore import GetOptions

@@ -24,10 +24,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
-from . import _events, _reduce
-from ._config import Config
-from ._engine import Engine
-from ._errors import (
+from s3slice._errors import (
     ObjectFormatError,
     RequestError,
     S3SliceError,
@@ -35,11 +32,15 @@ from ._errors import (
     first_line,
     is_native_panic,
 )
-from ._observe import logger, record_error, record_stats, tracing
-from ._output import run
-from ._request import ObjectRef, OutputSpec, Query, Request
-from ._select import run_select
-from ._settings import Settings
+from s3slice._model import ObjectRef, OutputSpec, Query, Request
+from s3slice._output import run
+from s3slice._settings import Settings
+from s3slice.engine.engine import Engine
+from s3slice.entry import events as _events
+from s3slice.entry import workflow as _reduce
+from s3slice.entry.config import Config
+from s3slice.entry.observe import logger, record_error, record_stats, tracing
+from s3slice.entry.select import run_select
 
 # Stop this long before Lambda's hard timeout, so that nothing is left half-written.
 SAFETY_MARGIN_MS = 3000
