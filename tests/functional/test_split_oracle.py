@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice._model import Query
-from s3slice.query.analysis import analyze, with_paths
+from s3slice.query.analysis import analyze
+from s3slice.query.paths import with_paths
 from s3slice.query.split import Split, split_query
 
 REL = 1e-9

@@ -98,7 +98,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from s3slice._errors import FilterSyntaxError, QueryError
-from s3slice.query.analysis import SOURCE_TABLE, Analysis, S3SelectDialect, with_paths
+from s3slice.query.analysis import Analysis
+from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.paths import with_paths
+from s3slice.query.sql import SOURCE_TABLE
 
 #: The table the final plan reads: the partial frames, concatenated.
 PARTIALS_TABLE = "partials"

@@ -1,0 +1,147 @@
+"""S3 Select's SQL dialect: its date functions, which polars SQL lacks, parsed by sqlglot
+into expressions polars runs; and the constants sqlglot literals stand for.
+
+The lowest layer of the query package: it imports nothing of it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import sqlglot
+from sqlglot import exp, parser
+from sqlglot.dialects.dialect import Dialect
+
+from s3slice._errors import FilterSyntaxError
+
+
+def literal(node: exp.Expr) -> tuple[bool, Any]:
+    """(True, value) when ``node`` is a constant the statistics can be compared with."""
+    if isinstance(node, exp.Paren):
+        return literal(node.this)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return True, node.this
+        text = node.this
+        try:
+            return True, int(text)
+        except ValueError:
+            try:
+                return True, float(text)
+            except ValueError:
+                return False, None
+    if isinstance(node, exp.Neg):
+        ok, v = literal(node.this)
+        return (True, -v) if ok and isinstance(v, int | float) else (False, None)
+    if isinstance(node, exp.Boolean):
+        return True, bool(node.this)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        to = node.to.this
+        try:
+            if to == exp.DataType.Type.DATE:
+                return True, dt.date.fromisoformat(node.this.this)
+            if to in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME):
+                return True, dt.datetime.fromisoformat(node.this.this)
+        except ValueError:
+            return False, None
+    return False, None
+
+
+# S3 Select's date functions, which polars SQL lacks, parsed by sqlglot into expressions
+# polars runs. Their date part is a bare word: year, month, day, hour, minute or second.
+_SECONDS = {"day": 86400, "hour": 3600, "minute": 60, "second": 1}
+_DATE_PARTS = ("year", "month", *_SECONDS)
+_S3SELECT_FUNCTIONS = ("DATE_ADD", "DATE_DIFF", "TO_TIMESTAMP", "UTCNOW")
+
+
+def _date_part(node: exp.Expr, function: str) -> str:
+    part = node.name.lower() if isinstance(node, exp.Column | exp.Var | exp.Literal) else ""
+    part = part.removesuffix("s") if part.endswith("s") and part[:-1] in _DATE_PARTS else part
+    if part not in _DATE_PARTS:
+        raise FilterSyntaxError(f"{function}: the date part must be one of "
+                                f"{', '.join(_DATE_PARTS)}, got {node.sql()!r}")
+    return part
+
+
+def _arity(args: Sequence[exp.Expr], n: int, function: str) -> None:
+    if len(args) != n:
+        raise FilterSyntaxError(f"{function} takes {n} argument(s), got {len(args)}")
+
+
+def _date_add(args: Sequence[exp.Expr]) -> exp.Expr:
+    """DATE_ADD(part, quantity, timestamp)."""
+    _arity(args, 3, "DATE_ADD")
+    part, quantity, ts = _date_part(args[0], "DATE_ADD"), args[1], args[2]
+    if part in _SECONDS:
+        return sqlglot.parse_one(f"({ts.sql()}) + ({quantity.sql()}) * INTERVAL '1' "
+                                 f"{part.upper()}")
+    ok, value = literal(quantity)
+    if not ok or not isinstance(value, int) or isinstance(value, bool):
+        raise FilterSyntaxError(f"DATE_ADD({part}, ...): the quantity must be a whole number "
+                                f"literal, got {quantity.sql()!r}")
+    months = abs(value) * (12 if part == "year" else 1)
+    sign = "-" if value < 0 else "+"
+    return sqlglot.parse_one(f"({ts.sql()}) {sign} INTERVAL '{months}' MONTH")
+
+
+def _date_diff(args: Sequence[exp.Expr]) -> exp.Expr:
+    """DATE_DIFF(part, t1, t2): t2 - t1 in whole parts (calendar years and months; elapsed
+    days, hours, minutes and seconds, truncated toward zero)."""
+    _arity(args, 3, "DATE_DIFF")
+    part, a, b = _date_part(args[0], "DATE_DIFF"), args[1].sql(), args[2].sql()
+    years = f"(EXTRACT(YEAR FROM {b}) - EXTRACT(YEAR FROM {a}))"
+    if part == "year":
+        return sqlglot.parse_one(years)
+    if part == "month":
+        return sqlglot.parse_one(f"({years} * 12 + EXTRACT(MONTH FROM {b}) "
+                                 f"- EXTRACT(MONTH FROM {a}))")
+    return sqlglot.parse_one(f"CAST((DATE_PART('epoch', {b}) - DATE_PART('epoch', {a})) "
+                             f"/ {_SECONDS[part]} AS BIGINT)")
+
+
+def _to_timestamp(args: Sequence[exp.Expr]) -> exp.Expr:
+    """TO_TIMESTAMP(text): an ISO 8601 timestamp (``2024-05-01T``, ``…T10:30Z``, with
+    fractional seconds) as a UTC timestamp without time zone."""
+    _arity(args, 1, "TO_TIMESTAMP")
+    text = args[0]
+    if isinstance(text, exp.Literal) and text.is_string:
+        # A constant: parsed now, so that it can prune row groups like any literal.
+        try:
+            value = dt.datetime.fromisoformat(text.this.removesuffix("Z").removesuffix("T"))
+        except ValueError as e:
+            raise FilterSyntaxError(f"TO_TIMESTAMP: {text.this!r} is not an ISO 8601 "
+                                    "timestamp") from e
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return exp.cast(exp.Literal.string(value.isoformat(sep=" ")),
+                        exp.DataType.Type.TIMESTAMP)
+    return sqlglot.parse_one(f"CAST(REGEXP_REPLACE({args[0].sql()}, '[TZ]$', '') AS TIMESTAMP)")
+
+
+def _utcnow(args: Sequence[exp.Expr]) -> exp.Expr:
+    """UTCNOW(): the time the query was analysed, once for the whole query."""
+    _arity(args, 0, "UTCNOW")
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    return exp.cast(exp.Literal.string(now.isoformat(sep=" ")), exp.DataType.Type.TIMESTAMP)
+
+
+class S3SelectDialect(Dialect):
+    """sqlglot's default dialect plus S3 Select's date functions, with polars' null
+    ordering (nulls sort as the largest values), so that SQL generated back from a parsed
+    query keeps an explicit ``NULLS LAST`` after ``DESC``."""
+
+    NULL_ORDERING = "nulls_are_large"
+
+    class Parser(parser.Parser):
+        # sqlglot's extension point is this class attribute.
+        FUNCTIONS = {**parser.Parser.FUNCTIONS, "DATE_ADD": _date_add,  # noqa: RUF012
+                     "DATE_DIFF": _date_diff, "TO_TIMESTAMP": _to_timestamp,
+                     "UTCNOW": _utcnow}
+
+
+def uses_s3select_functions(text: str) -> bool:
+    upper = text.upper()
+    return any(name in upper for name in _S3SELECT_FUNCTIONS)
+

@@ -1,0 +1,138 @@
+"""SQL text in: parsing in the S3 Select dialect, and the sandbox (a filter is a condition
+on columns; a query is one SELECT that reads only ``s3object`` and calls no function that
+reads files). Also what the text alone tells: the names S3 Select gives a SELECT list.
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError
+from s3slice.query.dialect import S3SelectDialect
+
+SOURCE_TABLE = "s3object"
+# polars SQL table functions that read files; no query may name them anywhere.
+_FILE_FUNCTIONS = ("read_csv", "read_parquet", "read_json", "read_ndjson", "read_ipc",
+                   "read_delta", "read_excel", "read_avro", "scan_")
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def plain(message: str) -> str:
+    """A message on one line without terminal escape codes (sqlglot underlines the
+    offending token with them)."""
+    return " ".join(_ANSI.sub("", message).split())
+
+
+def parse_error(e: ParseError | TokenError) -> str:
+    """What sqlglot found wrong, and where, as plain text."""
+    errors = getattr(e, "errors", None) or []
+    if errors and isinstance(errors[0], dict) and errors[0].get("description"):
+        first = errors[0]
+        near = plain(str(first.get("highlight") or ""))
+        return plain(f"{first['description']} at line {first.get('line')}, column "
+                     f"{first.get('col')}" + (f", near {near!r}" if near else ""))
+    return plain(str(e))
+
+
+def parse(text: str, field: str) -> exp.Expr:
+    """The one statement of ``text``, in the S3 Select dialect."""
+    try:
+        parsed = sqlglot.parse(text, read=S3SelectDialect)
+    except (ParseError, TokenError) as e:
+        raise FilterSyntaxError(f"{field}: cannot parse {text!r}: {parse_error(e)}") from e
+    statements = [s for s in parsed if s is not None]
+    if len(statements) != 1:
+        raise FilterSyntaxError(f"{field}: expected one expression, found {len(statements)}")
+    return statements[0]
+
+
+def check_functions(tree: exp.Expr, field: str) -> None:
+    """Refuse any function that reads files (polars SQL's ``read_csv`` and kin)."""
+    for node in tree.find_all(exp.Func):
+        name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
+        if name.startswith(_FILE_FUNCTIONS):
+            raise ForbiddenQueryError(f"{field}: the function {name} is not allowed; a query "
+                                      "reads only its own sources")
+
+
+def parse_filter(text: str) -> exp.Expr:
+    """A filter's tree, after checking that it is a condition on columns, not a query, and
+    calls no function that reads files."""
+    tree = parse(text, "filter")
+    if tree.find(exp.Select, exp.Table, exp.Subquery) is not None or isinstance(
+            tree, exp.Command | exp.Create | exp.Drop | exp.Insert | exp.Update):
+        raise ForbiddenQueryError("filter: must be a condition on columns, not a query")
+    check_functions(tree, "filter")
+    return tree
+
+
+def parse_sql(text: str) -> tuple[exp.Query, set[str]]:
+    """A query's tree and the names it reads ``s3object`` by, after checking that it is one
+    SELECT that reads nothing but ``s3object`` (and its own named subqueries)."""
+    tree = parse(text, "sql")
+    if not isinstance(tree, exp.Query):
+        raise ForbiddenQueryError(f"sql: only SELECT queries run here, got {tree.key.upper()}")
+    check_functions(tree, "sql")
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    table_names: set[str] = set()
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            raise ForbiddenQueryError(f"sql: {table.sql()!r} is not allowed; a query reads only "
+                                      f"FROM {SOURCE_TABLE}")
+        name = table.name
+        if table.args.get("db") or table.args.get("catalog"):
+            raise ForbiddenQueryError(f"sql: table {table.sql()!r} is not allowed; a query reads "
+                                      f"only FROM {SOURCE_TABLE}")
+        if name.lower() in ctes:
+            continue
+        if name.lower() != SOURCE_TABLE:
+            raise ForbiddenQueryError(f"sql: table {name!r} is not allowed; a query reads only "
+                                      f"FROM {SOURCE_TABLE}")
+        table_names.add(name)
+    if not table_names:
+        raise ForbiddenQueryError(f"sql: the query must read FROM {SOURCE_TABLE}")
+    return tree, table_names
+
+
+def unqualified(tree: exp.Expr) -> exp.Expr:
+    """A copy with table qualifiers dropped from column references (``s.a`` → ``a``)."""
+    def strip(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table:
+            return exp.column(node.this.copy())
+        return node
+    return tree.copy().transform(strip)
+
+
+def s3select_names(sql: str) -> list[str] | None:
+    """The names S3 Select gives the columns of ``sql``'s SELECT list, in order: an alias,
+    a column's (or a path's last attribute's) name, else the position, ``_1``, ``_2``, …
+    None when the list has a ``*`` (its width is the data's) or the SQL is not one
+    SELECT."""
+    try:
+        tree = parse(sql, "sql")
+    except QueryError:
+        return None
+    if not isinstance(tree, exp.Select):
+        return None
+    names: list[str] = []
+    for i, e in enumerate(tree.expressions):
+        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
+                                                                                exp.Star)):
+            return None
+        if isinstance(e, exp.Alias):
+            names.append(e.alias)
+        elif isinstance(e, exp.Column):
+            names.append(e.name)
+        elif isinstance(e, exp.Dot) and isinstance(e.expression, exp.Identifier):
+            names.append(e.expression.name)
+        elif (isinstance(e, exp.Bracket) and len(e.expressions) == 1
+              and isinstance(e.expressions[0], exp.Literal) and e.expressions[0].is_string):
+            names.append(e.expressions[0].this)
+        else:
+            names.append(f"_{i + 1}")
+    return names
