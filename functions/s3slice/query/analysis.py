@@ -4,11 +4,16 @@ SQL and filters are parsed and sandboxed by :mod:`.sql`; path expressions become
 their own (:mod:`.paths`); the pushable part of WHERE becomes the pruning predicate
 (:mod:`.pushdown`). Execution is polars' own: polars SQL for the filter of each piece and
 ``pl.SQLContext`` for the query over all of them.
+
+An analysis depends only on its query (``UTCNOW()`` aside), so :func:`analyze` keeps the
+last ones it made: the cold start's check and every read of the same query share one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,10 +23,13 @@ from sqlglot import exp
 from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError
 from s3slice._model import Query
 from s3slice.query import predicate as P
-from s3slice.query.dialect import S3SelectDialect, uses_s3select_functions
+from s3slice.query.dialect import S3SelectDialect, reads_the_clock, uses_s3select_functions
 from s3slice.query.paths import Path, PathRewriter, column_names, qualifiers_of, with_paths
 from s3slice.query.pushdown import to_predicate
 from s3slice.query.sql import SOURCE_TABLE, parse_filter, parse_sql, plain, unqualified
+
+#: How many analyses :func:`analyze` keeps (a function serves one query, or a few).
+CACHE_SIZE = 64
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,8 +53,11 @@ class Analysis:
     sql: str | None  # the SQL run over the concatenated pieces (sources renamed)
     table_names: tuple[str, ...]
     #: One object's hive partition values and their types (see :mod:`s3slice.engine.sources`).
-    partitions: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    partition_types: Mapping[str, pl.DataType] = dataclasses.field(default_factory=dict)
+    #: Read-only when empty: an analysis is shared by every read of its query.
+    partitions: Mapping[str, Any] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({}))
+    partition_types: Mapping[str, pl.DataType] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({}))
     #: The partition values rule every row out: read the schema, no rows.
     pruned: bool = False
 
@@ -246,7 +257,25 @@ def _analyze_sql(query: Query) -> Analysis:
 
 
 def analyze(query: Query) -> Analysis:
-    """Parse and check a query. Raises a :class:`QueryError` naming what is wrong."""
+    """Parse and check a query. Raises a :class:`QueryError` naming what is wrong.
+
+    An equal query's analysis is reused (the same object; it is immutable), unless the
+    query calls ``UTCNOW()``, whose value is fixed at analysis."""
+    if any(reads_the_clock(text) for text in (query.sql, query.filter) if text is not None):
+        return _analyze(query)
+    try:
+        hash(query)
+    except TypeError:  # a query built by hand with a list of columns
+        return _analyze(query)
+    return _cached(query)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _cached(query: Query) -> Analysis:
+    return _analyze(query)
+
+
+def _analyze(query: Query) -> Analysis:
     try:
         return _analyze_sql(query) if query.sql is not None else _analyze_filter(query)
     except QueryError:

@@ -145,3 +145,8 @@ def uses_s3select_functions(text: str) -> bool:
     upper = text.upper()
     return any(name in upper for name in _S3SELECT_FUNCTIONS)
 
+
+def reads_the_clock(text: str) -> bool:
+    """Whether the query text may call ``UTCNOW()``, whose value is fixed when the query is
+    analysed (so such an analysis is never reused)."""
+    return "UTCNOW" in text.upper()
