@@ -1,4 +1,4 @@
-"""Event shapes and configuration, with no network."""
+"""Event shapes: what each trigger's event gives, with no network."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 
-from s3slice import ConfigurationError, RequestError, error_types
-from s3slice._model import ObjectRef, parse_request
-from s3slice.entry.config import Config
+from s3slice import RequestError
+from s3slice._model import ObjectRef
 from s3slice.entry.events import (
     Skipped,
     classify,
@@ -116,88 +115,3 @@ def test_items_without_a_bucket_are_refused() -> None:
 def test_unknown_event_records_are_refused() -> None:
     with pytest.raises(RequestError, match="aws:dynamodb"):
         classify({"Records": [{"eventSource": "aws:dynamodb"}]})
-
-
-# ------------------------------------------------------------------ configuration
-
-def test_configuration_is_read_and_checked() -> None:
-    cfg = Config.from_env({"S3SLICE_QUERY": '{"columns": ["a"], "filter": "a > 1"}',
-                           "S3SLICE_OUTPUT_URI": "s3://out/results/",
-                           "S3SLICE_OUTPUT_FORMAT": "csv",
-                           "S3SLICE_SOURCE_URIS": "s3://in/incoming/, s3://in2/"})
-    assert cfg.query is not None
-    assert cfg.query.columns == ("a",)
-    assert cfg.output is not None
-    assert cfg.output.format == "csv"
-    assert cfg.sources == (("in", "incoming/"), ("in2", ""))
-    assert cfg.is_output(ObjectRef(bucket="out", key="results/x.csv"))
-    assert not cfg.is_output(ObjectRef(bucket="out", key="other/x.csv"))
-
-
-def test_plain_sql_is_accepted_as_the_configured_query() -> None:
-    cfg = Config.from_env({"S3SLICE_QUERY": "SELECT a FROM s3object WHERE a > 1"})
-    assert cfg.query is not None
-    assert cfg.query.sql == "SELECT a FROM s3object WHERE a > 1"
-
-
-@pytest.mark.parametrize(("env", "variable"), [
-    ({"S3SLICE_QUERY": '{"sql": "SELECT * FROM read_csv(\'/etc/passwd\')"}'}, "S3SLICE_QUERY"),
-    ({"S3SLICE_QUERY": "[1, 2]"}, "S3SLICE_QUERY"),
-    ({"S3SLICE_QUERY": '{"filter": "a >"}'}, "S3SLICE_QUERY"),
-    ({"S3SLICE_OUTPUT_URI": "results/"}, "S3SLICE_OUTPUT_URI"),
-    ({"S3SLICE_OUTPUT_URI": "s3://o/r/", "S3SLICE_OUTPUT_FORMAT": "xml"}, "S3SLICE_OUTPUT_URI"),
-    ({"S3SLICE_SOURCE_URIS": "s3://ok/, nope"}, "S3SLICE_SOURCE_URIS"),
-])
-def test_bad_configuration_names_the_variable(env: dict[str, str], variable: str) -> None:
-    with pytest.raises(ConfigurationError, match=variable):
-        Config.from_env(env)
-
-
-@pytest.mark.parametrize(("output", "sources"), [
-    ("s3://data/incoming/results/", "s3://data/incoming/"),   # output inside a source
-    ("s3://data/", "s3://data/incoming/"),                    # a source inside the output
-    ("s3://data/incoming/", "s3://other/, s3://data/incoming/"),
-])
-def test_output_that_would_trigger_the_function_again_is_refused(output: str,
-                                                                  sources: str) -> None:
-    with pytest.raises(ConfigurationError, match="trigger the function again"):
-        Config.from_env({"S3SLICE_OUTPUT_URI": output, "S3SLICE_SOURCE_URIS": sources})
-
-
-def test_disjoint_output_and_sources_are_accepted() -> None:
-    config = Config.from_env({"S3SLICE_OUTPUT_URI": "s3://data/results/",
-                              "S3SLICE_SOURCE_URIS": "s3://data/incoming/"})
-    assert config.sources == (("data", "incoming/"),)
-    assert config.output is not None and config.output.uri == "s3://data/results/"
-    assert config.is_output(ObjectRef(bucket="data", key="results/x.parquet"))
-    assert not config.is_output(ObjectRef(bucket="data", key="incoming/x.parquet"))
-
-
-def test_a_step_functions_input_missing_its_query_names_the_field() -> None:
-    with pytest.raises(RequestError, match="BatchInput.query or configure") as info:
-        Config().require(what="a Step Functions input", given_in="BatchInput")
-    assert info.value.field == "BatchInput.query"
-
-
-def test_triggered_runs_need_query_and_output() -> None:
-    with pytest.raises(ConfigurationError, match="S3SLICE_QUERY"):
-        Config().require(what="an s3 event")
-
-
-@pytest.mark.parametrize(("request_", "field"), [
-    ({"source": "s3://b/data/", "output": "s3://b/data/out/"}, "output.uri"),
-    ({"source": "s3://b/", "output": "s3://b/out/"}, "output.uri"),
-    ({"source": ["s3://c/x", "s3://b/out/x.parquet"], "output": "s3://b/out/"}, "source[1]"),
-])
-def test_direct_requests_may_not_read_their_own_output(request_: dict[str, Any],
-                                                       field: str) -> None:
-    with pytest.raises(RequestError, match=field.replace("[", r"\[").replace("]", r"\]")):
-        parse_request(request_)
-
-
-def test_error_types_split_retryable_from_permanent() -> None:
-    permanent, retryable = error_types(retryable=False), error_types(retryable=True)
-    assert "UnknownColumnError" in permanent
-    assert "ConfigurationError" in permanent
-    assert set(retryable) == {"S3SliceTransientError", "S3SliceThrottledError"}
-    assert not set(permanent) & set(retryable)

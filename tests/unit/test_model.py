@@ -1,14 +1,13 @@
+"""Request and value types: parsing a request, and the errors that name its field."""
+
 from __future__ import annotations
 
-import bz2
-import gzip
 from typing import Any
 
 import pytest
 
 from s3slice import RequestError, parse_request
-from s3slice._model import ObjectRef, SourceSpec, object_ref
-from s3slice.text.formats import InputSpec, detect_compression, input_for_key
+from s3slice._model import InputSpec, ObjectRef, SourceSpec, object_ref
 
 
 def test_minimal_request() -> None:
@@ -113,24 +112,12 @@ def test_input_options() -> None:
     assert parse_request({"source": "s3://b/k"}).input is None
 
 
-@pytest.mark.parametrize(("key", "fmt", "delimiter"), [
-    ("a/b.csv", "csv", ","), ("b.CSV.GZ", "csv", ","), ("b.tsv.bz2", "csv", "\t"),
-    ("b.json", "json", ","), ("b.jsonl.zst", "json", ","), ("x/b.ndjson", "json", ","),
-    ("b.parquet", "parquet", ","), ("b.pq", "parquet", ","), ("b", "parquet", ","),
-    ("b.gz", "parquet", ","), (".csv", "parquet", ","), ("dir.csv/b", "parquet", ","),
-    ("b.txt", "parquet", ","),
+@pytest.mark.parametrize(("request_", "field"), [
+    ({"source": "s3://b/data/", "output": "s3://b/data/out/"}, "output.uri"),
+    ({"source": "s3://b/", "output": "s3://b/out/"}, "output.uri"),
+    ({"source": ["s3://c/x", "s3://b/out/x.parquet"], "output": "s3://b/out/"}, "source[1]"),
 ])
-def test_format_from_the_key(key: str, fmt: str, delimiter: str) -> None:
-    spec = input_for_key(key, None)
-    assert (spec.format, spec.delimiter) == (fmt, delimiter)
-    assert spec.compression == ("none" if fmt == "parquet" else "auto")
-    given = InputSpec(format="csv")
-    assert input_for_key(key, given) is given
-
-
-@pytest.mark.parametrize(("data", "compression"), [
-    (gzip.compress(b"a\n1\n"), "gzip"), (bz2.compress(b"a\n1\n"), "bzip2"),
-    (b"\x28\xb5\x2f\xfd" + b"\0" * 8, "zstd"), (b"a\n1\n", "none"), (b"", "none"),
-])
-def test_compression_from_magic_bytes(data: bytes, compression: str) -> None:
-    assert detect_compression(data) == compression
+def test_direct_requests_may_not_read_their_own_output(request_: dict[str, Any],
+                                                       field: str) -> None:
+    with pytest.raises(RequestError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        parse_request(request_)
