@@ -5,28 +5,24 @@ matches ``Retry``/``Catch`` ``ErrorEquals`` against it by exact name, never by b
 catching ``QueryError`` does not catch ``UnknownColumnError``. So the workflow lists every
 concrete name, taken from ``s3slice.error_types()`` in ``functions/s3slice/_errors.py``.
 
-That file imports nothing but the standard library, so it is loaded here by path: the CDK
-app needs neither polars nor the rest of the function package.
+That file imports nothing but the standard library, so it is loaded here by path (as the
+rest of the function's contract is, by ``contract.load_function_module``): the CDK app
+needs neither polars nor the rest of the function package.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-from .settings import FUNCTION_CODE_DIR
+from .contract import FUNCTION_PACKAGE_DIR, load_function_module
 
 #: The function package's error tree (``S3SliceError`` and its subclasses).
-ERRORS_MODULE = FUNCTION_CODE_DIR / "s3slice" / "_errors.py"
+ERRORS_MODULE = FUNCTION_PACKAGE_DIR / "_errors.py"
 
 
 def load_error_types(path: Path = ERRORS_MODULE) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(retryable, permanent)``: every error type name the function can raise."""
-    spec = importlib.util.spec_from_file_location("s3slice_cdk._function_errors", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the function's error types from {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_function_module(path)
     retryable = _names(module.error_types(retryable=True), path)
     permanent = _names(module.error_types(retryable=False), path)
     if not retryable or not permanent or set(retryable) & set(permanent):

@@ -78,22 +78,27 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
+
+from .contract import FUNCTION_CODE_DIR as FUNCTION_CODE_DIR
+from .contract import OUTPUT_FORMATS as OUTPUT_FORMATS
+from .contract import QUERY_FIELDS as QUERY_FIELDS
 
 #: The repository root: ``cdk/`` is one level below it. Relative paths resolve here.
 REPO_DIR = Path(__file__).resolve().parent.parent.parent
-#: The function's code asset (the ``s3slice`` package lives in it).
-FUNCTION_CODE_DIR = REPO_DIR / "functions"
 #: Where ``python layers/build.py --arch <arch>`` puts the layer.
 LAYER_BUILD_ROOT = REPO_DIR / "layers" / "build"
 
 Architecture = Literal["arm64", "x86_64"]
+#: The output formats as a type for the constructs' props. Its values are the function's
+#: (``OUTPUT_FORMATS``, from ``functions/s3slice/contract.py``): checked here, at import.
 OutputFormat = Literal["parquet", "csv", "json"]
+if set(get_args(OutputFormat)) != set(OUTPUT_FORMATS):
+    raise ImportError(f"settings.OutputFormat {get_args(OutputFormat)} no longer matches the "
+                      f"function's output formats {OUTPUT_FORMATS}; update the type")
 
 ARCHITECTURES: tuple[Architecture, ...] = ("arm64", "x86_64")
-OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("parquet", "csv", "json")
 PYTHON_VERSIONS: tuple[str, ...] = ("3.11", "3.12", "3.13", "3.14")
-QUERY_KEYS = frozenset({"columns", "filter", "sql", "limit"})
 
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
@@ -280,10 +285,10 @@ class StackSettings:
         if self.output_format not in OUTPUT_FORMATS:
             raise SettingsError(f"outputFormat: must be one of {', '.join(OUTPUT_FORMATS)}, "
                                 f"got {self.output_format!r}")
-        unknown = set(self.query) - QUERY_KEYS
+        unknown = set(self.query) - QUERY_FIELDS
         if unknown:
             raise SettingsError(f"query: unknown keys {sorted(unknown)}; "
-                                f"allowed: {sorted(QUERY_KEYS)}")
+                                f"allowed: {sorted(QUERY_FIELDS)}")
         if self.alarm_topic_arn is not None and not _TOPIC_ARN.match(self.alarm_topic_arn):
             raise SettingsError(f"alarmTopicArn: {self.alarm_topic_arn!r} is not an SNS topic ARN")
         for prefix_name in ("output_prefix", "workflow_results_prefix"):

@@ -13,12 +13,13 @@ from constructs import Construct
 
 from . import grants
 from .alarms import Alarms, AlarmsProps, AlarmTopic
+from .contract import PARTIALS
 from .function import ReadFunction, ReadFunctionProps
 from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
 from .nag import Acknowledged, add_suppressions
 from .settings import FUNCTION_CODE_DIR, StackSettings
 from .triggers import Triggers, TriggersProps
-from .workflow import PARTIALS, Workflow, WorkflowProps
+from .workflow import Workflow, WorkflowProps
 
 
 class S3SliceStack(Stack):

@@ -61,10 +61,6 @@ TRANSIENT_ERRORS = tuple(e for e in RETRYABLE_ERRORS if e != THROTTLED_ERROR)
 #: Step Functions' own transient errors, from the ``DescribeMapRun`` SDK call.
 SFN_RETRYABLE_ERRORS = ("Sfn.SfnException", "Sfn.ThrottlingException")
 
-#: The folder under the output location where map batches of a combining query leave
-#: their partial answers (``<output uri>_partials/<run>/``) for the reduce step.
-PARTIALS = "_partials"
-
 #: The Distributed Map's label: its Map Run ARNs are ``...:mapRun:<state machine>/<label>:<id>``.
 MAP_RUN_LABEL = "s3slice"
 
