@@ -1,5 +1,5 @@
 """A Step Functions Distributed Map that runs one query over every object under a prefix,
-then one reduce step.
+checked before it starts and followed by one reduce step.
 
 Input (every field optional; the defaults are the stack's settings)::
 
@@ -7,6 +7,15 @@ Input (every field optional; the defaults are the stack's settings)::
      "query": {"columns": ["a", "b"], "filter": "a <= 1000"},
      "output": {"uri": "s3://my-bucket/results/", "format": "parquet"},
      "toleratedFailurePercentage": 5}
+
+First the check step invokes the function with ``{"Check": {"query", "output"}}``: it
+answers ``{"status": "ok", "combines": true|false}``, or raises ``QueryError`` naming the
+construct when a query that combines objects cannot be split exactly (a median, a window
+function), which fails the execution before any batch runs. A query that combines objects
+tolerates no failed batch: the map's ``ToleratedFailurePercentagePath`` then reads 0 (a
+``Choice`` on ``$.check.combines`` overwrites the input's ``toleratedFailurePercentage``),
+so the Map Run stops at the first batch that fails; any other query keeps the input's
+tolerance (default the setting).
 
 The map lists the objects (``ItemReader`` over ``s3:listObjectsV2``), batches them, and
 invokes the function once per batch with ``{"Items": [<listed objects>], "BatchInput":
@@ -17,8 +26,12 @@ from ``DescribeMapRun`` (``ExecutionCounts.Total``: one child execution per batc
 ones included). The reduce step then invokes the function once with ``{"Reduce": {"run",
 "query", "output", "batches"}}``: for a query that combines objects it refuses unless
 every one of those batches left its partial answer, so a failed batch never yields a
-combined answer whatever the map tolerated; for any other query it answers
+combined answer, whatever the map tolerated; for any other query it answers
 ``{"reduced": false}``.
+
+The events' fields are the function's (``BATCH_INPUT_FIELDS``, ``CHECK_FIELDS``,
+``REDUCE_FIELDS`` of ``functions/s3slice/contract.py``, via ``contract``): checked here, at
+import.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from .contract import BATCH_INPUT_FIELDS, CHECK_FIELDS, REDUCE_FIELDS
 from .function import retention
 from .service_errors import PERMANENT_ERRORS, RETRYABLE_ERRORS
 from .settings import OutputFormat
@@ -60,6 +74,22 @@ TRANSIENT_ERRORS = tuple(e for e in RETRYABLE_ERRORS if e != THROTTLED_ERROR)
 
 #: Step Functions' own transient errors, from the ``DescribeMapRun`` SDK call.
 SFN_RETRYABLE_ERRORS = ("Sfn.SfnException", "Sfn.ThrottlingException")
+
+#: What each event the workflow sends the function carries, as a path into the state's
+#: input (or its context object) per field: a map batch's ``BatchInput``, the check step's
+#: ``{"Check": ...}`` and the reduce step's ``{"Reduce": ...}``. Their fields are the
+#: function's (checked below).
+BATCH_INPUT = {"query": "$.query", "output": "$.output", "bucket": "$.bucket",
+               "run": "$$.Execution.Name"}
+CHECK_INPUT = {"query": "$.query", "output": "$.output"}
+REDUCE_INPUT = {"run": "$$.Execution.Name", "query": "$.query", "output": "$.output",
+                "batches": "$.count.batches"}
+for _event, _paths, _fields in (("BatchInput", BATCH_INPUT, BATCH_INPUT_FIELDS),
+                                ("Check", CHECK_INPUT, CHECK_FIELDS),
+                                ("Reduce", REDUCE_INPUT, REDUCE_FIELDS)):
+    if set(_paths) != _fields:
+        raise ImportError(f"the workflow's {_event} {sorted(_paths)} no longer matches the "
+                          f"function's fields {sorted(_fields)}; update the workflow")
 
 #: The Distributed Map's label: its Map Run ARNs are ``...:mapRun:<state machine>/<label>:<id>``.
 MAP_RUN_LABEL = "s3slice"
@@ -101,7 +131,8 @@ class WorkflowProps:
     results_prefix: str
     max_concurrency: int = 100
     items_per_batch: int = 10
-    #: The default of the input's ``toleratedFailurePercentage`` (the map's tolerance).
+    #: The default of the input's ``toleratedFailurePercentage``: the map's tolerance for
+    #: a query that does not combine objects (one that does tolerates none).
     tolerated_failure_percentage: float = 5
     log_retention_days: int = 30
     #: An execution still running after this fails with ``States.Timeout``.
@@ -115,8 +146,9 @@ class Workflow(Construct):
     starting and describing its own child executions and Map Runs, writing its logs); listing the
     source buckets and writing the results prefix are granted by the composing stack.
 
-    Attributes: ``state_machine``, ``log_group``, ``distributed_map``, ``task`` (a
-    batch), ``count_batches``, ``reduce``.
+    Attributes: ``state_machine``, ``log_group``, ``check``, ``tolerance`` (the
+    ``Choice``), ``no_failed_batches`` (its ``Pass`` for a combining query),
+    ``distributed_map``, ``task`` (a batch), ``count_batches``, ``reduce``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, props: WorkflowProps) -> None:
@@ -144,6 +176,37 @@ class Workflow(Construct):
             output_path="$.merged",
         )
 
+        self.check = tasks.LambdaInvoke(
+            self, "Check",
+            comment="Before any batch runs: does the query combine objects, and can it be "
+                    "split exactly? ({Check: {query, output}})",
+            lambda_function=props.function,
+            payload=sfn.TaskInput.from_object({"Check": _from_paths(CHECK_INPUT)}),
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_selector={"combines.$": "$.combines"},
+            result_path="$.check",
+        )
+        _retry_and_catch(self.check, sfn.Fail(
+            self, "QueryRefused",
+            comment="A typed error of the check (a query that cannot be split exactly, a "
+                    "malformed query or output): no batch has run",
+            error_path="$.failure.Error",
+            cause_path="$.failure.Cause",
+        ))
+        # A combining query's answer needs every batch: the map tolerates no failure.
+        self.no_failed_batches = sfn.Pass(
+            self, "ToleratesNoFailedBatch",
+            comment="A query that combines objects: the map fails at its first failed batch",
+            result=sfn.Result.from_number(0),
+            result_path="$.toleratedFailurePercentage",
+        )
+        self.tolerance = sfn.Choice(
+            self, "Tolerance",
+            comment="The map's tolerance: 0 for a query that combines objects, else the "
+                    "input's toleratedFailurePercentage",
+        )
+
         self.task = tasks.LambdaInvoke(
             self, "QueryBatch",
             comment="One batch of objects: {Items, BatchInput: {query, output, bucket, run}}",
@@ -168,8 +231,8 @@ class Workflow(Construct):
             ),
             item_batcher=sfn.ItemBatcher(
                 max_items_per_batch=props.items_per_batch,
-                batch_input={"query.$": "$.query", "output.$": "$.output",
-                             "bucket.$": "$.bucket", "run.$": sfn.JsonPath.execution_name},
+                # ItemBatcher's BatchInput is rendered as given (no JsonPath tokens)
+                batch_input={f"{field}.$": path for field, path in BATCH_INPUT.items()},
             ),
             max_concurrency=props.max_concurrency,
             tolerated_failure_percentage_path="$.toleratedFailurePercentage",
@@ -204,12 +267,7 @@ class Workflow(Construct):
             comment="Combines the batches' partial answers (a query that combines objects); "
                     "answers {reduced: false} for any other query",
             lambda_function=props.function,
-            payload=sfn.TaskInput.from_object({"Reduce": {
-                "run": sfn.JsonPath.execution_name,
-                "query": sfn.JsonPath.object_at("$.query"),
-                "output": sfn.JsonPath.object_at("$.output"),
-                "batches": sfn.JsonPath.number_at("$.count.batches"),
-            }}),
+            payload=sfn.TaskInput.from_object({"Reduce": _from_paths(REDUCE_INPUT)}),
             payload_response_only=True,
             retry_on_service_exceptions=False,
             result_path="$.reduce",
@@ -222,6 +280,8 @@ class Workflow(Construct):
             cause_path="$.failure.Cause",
         ))
 
+        self.distributed_map.next(self.count_batches).next(self.reduce)
+
         self.log_group = logs.LogGroup(
             self, "Logs",
             retention=retention(props.log_retention_days),
@@ -231,8 +291,12 @@ class Workflow(Construct):
             self, "StateMachine",
             comment="s3slice: one query over every object under an S3 prefix",
             definition_body=sfn.DefinitionBody.from_chainable(
-                defaults.next(apply_defaults).next(self.distributed_map)
-                .next(self.count_batches).next(self.reduce)),
+                defaults.next(apply_defaults).next(self.check).next(
+                    self.tolerance
+                    .when(sfn.Condition.boolean_equals("$.check.combines", True),
+                          self.no_failed_batches.next(self.distributed_map))
+                    .otherwise(self.distributed_map)
+                    .afterwards())),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=props.timeout,
             tracing_enabled=True,
@@ -252,6 +316,11 @@ class Workflow(Construct):
                 resource_name=f"{state_machine_name}/{MAP_RUN_LABEL}:*",
                 arn_format=ArnFormat.COLON_RESOURCE_NAME)],
         ))
+
+
+def _from_paths(paths: Mapping[str, str]) -> dict[str, Any]:
+    """State parameters: each field taken from its path (rendered as ``"field.$": path``)."""
+    return {field: sfn.JsonPath.string_at(path) for field, path in paths.items()}
 
 
 def _retry_and_catch(task: tasks.LambdaInvoke, permanent: sfn.Fail) -> None:

@@ -70,7 +70,87 @@ def test_input_defaults_come_from_the_settings(definition: dict[str, Any]) -> No
     merge = definition["States"]["ApplyDefaults"]
     assert merge["Parameters"] == {"merged.$": "States.JsonMerge($.defaults, $.input, false)"}
     assert merge["OutputPath"] == "$.merged"
-    assert merge["Next"] == "ProcessObjects"
+    assert merge["Next"] == "Check"
+
+
+def test_the_check_step_runs_before_the_map(definition: dict[str, Any],
+                                            distributed_map: dict[str, Any]) -> None:
+    """The function says whether the query combines objects, or refuses one that cannot
+    be split exactly with a typed error (caught: the execution fails, no batch runs)."""
+    check = definition["States"]["Check"]
+    assert check["Type"] == "Task"
+    assert check["Resource"] == FUNCTION_ARN
+    assert check["Parameters"] == {"Check": {"query.$": "$.query", "output.$": "$.output"}}
+    assert check["ResultSelector"] == {"combines.$": "$.combines"}
+    assert check["ResultPath"] == "$.check"
+    assert check["Next"] == "Tolerance"
+    # the batches' Retry, and their Catch by error name
+    batch = task_state(distributed_map)
+    assert check["Retry"] == batch["Retry"]
+    (catch,) = check["Catch"]
+    (batch_catch,) = batch["Catch"]
+    assert catch["ErrorEquals"] == batch_catch["ErrorEquals"]
+    assert "QueryError" in catch["ErrorEquals"]
+    assert catch["ResultPath"] == "$.failure"
+    refused = definition["States"][catch["Next"]]
+    assert refused["Type"] == "Fail"
+    assert (refused["ErrorPath"], refused["CausePath"]) == ("$.failure.Error",
+                                                            "$.failure.Cause")
+    # nothing reaches the map but through the check
+    reaching = {name for name, state in definition["States"].items()
+                if "ProcessObjects" in (state.get("Next"), state.get("Default"),
+                                        *(c["Next"] for c in state.get("Choices", [])))}
+    assert reaching == {"Tolerance", "ToleratesNoFailedBatch"}
+
+
+def test_a_combining_query_tolerates_no_failed_batch(definition: dict[str, Any],
+                                                     distributed_map: dict[str, Any]) -> None:
+    """The map's tolerance is the input's toleratedFailurePercentage (default the
+    setting), overwritten with 0 when the check says the query combines objects."""
+    tolerance = definition["States"]["Tolerance"]
+    assert tolerance["Type"] == "Choice"
+    (choice,) = tolerance["Choices"]
+    assert choice == {"Variable": "$.check.combines", "BooleanEquals": True,
+                      "Next": "ToleratesNoFailedBatch"}
+    assert tolerance["Default"] == "ProcessObjects"
+    none = definition["States"]["ToleratesNoFailedBatch"]
+    assert none["Type"] == "Pass"
+    assert none["Result"] == 0
+    assert none["ResultPath"] == distributed_map["ToleratedFailurePercentagePath"]
+    assert none["Next"] == "ProcessObjects"
+    assert definition["States"]["Defaults"]["Parameters"]["defaults"][
+        "toleratedFailurePercentage"] == 5
+
+
+def test_the_events_carry_the_functions_fields(definition: dict[str, Any],
+                                              distributed_map: dict[str, Any]) -> None:
+    """Each event the workflow sends names exactly the fields the function's contract
+    (``s3slice.contract``) gives for it."""
+    from s3slice import contract
+
+    def fields(parameters: dict[str, Any]) -> set[str]:
+        assert all(key.endswith(".$") for key in parameters)
+        return {key.removesuffix(".$") for key in parameters}
+
+    assert fields(distributed_map["ItemBatcher"]["BatchInput"]) == contract.BATCH_INPUT_FIELDS
+    assert fields(definition["States"]["Check"]["Parameters"]["Check"]) == (
+        contract.CHECK_FIELDS)
+    assert fields(definition["States"]["Reduce"]["Parameters"]["Reduce"]) == (
+        contract.REDUCE_FIELDS)
+
+
+def test_the_sample_check_event_is_what_the_workflow_sends(
+        definition: dict[str, Any]) -> None:
+    """events/sfn-check.json: the Check state's parameters, its paths resolved; the
+    handler answers it."""
+    from s3slice.__main__ import LambdaContext
+    from s3slice.handler import lambda_handler
+
+    sample = json.loads((REPO_DIR / "events" / "sfn-check.json").read_text())
+    parameters = definition["States"]["Check"]["Parameters"]["Check"]
+    assert set(sample) == {"Check"}
+    assert {f"{k}.$" for k in sample["Check"]} == set(parameters)
+    assert lambda_handler(sample, LambdaContext()) == {"status": "ok", "combines": True}
 
 
 def test_lists_objects_under_the_input_prefix(distributed_map: dict[str, Any]) -> None:
@@ -286,3 +366,124 @@ def test_settings_reach_the_definition() -> None:
     assert state["ResultWriter"]["Parameters"]["Prefix"] == "runs/"
     assert definition["States"]["Defaults"]["Parameters"]["defaults"]["output"]["format"] == (
         "json")
+
+
+# --------------------------------------------------------------------- the partials' grants
+#: The pseudo parameters of the imported stack's ARNs, resolved for the evaluation.
+PSEUDO = {"AWS::Partition": "aws", "AWS::AccountId": "123456789012"}
+
+
+def resolved(value: Any) -> Any:
+    """A policy value with ``Ref`` to pseudo parameters and ``Fn::Join`` resolved; any
+    other token stays ``<token>`` (it then matches nothing)."""
+    if isinstance(value, list):
+        return [resolved(v) for v in value]
+    if isinstance(value, dict):
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return separator.join(str(resolved(p)) for p in parts)
+        if set(value) == {"Ref"}:
+            return PSEUDO.get(value["Ref"], "<token>")
+        if len(value) == 1 and next(iter(value)).startswith("Fn::"):
+            return "<token>"
+        return {k: resolved(v) for k, v in value.items()}
+    return value
+
+
+def listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def allows(statements: list[dict[str, Any]], action: str, resource: str,
+           context: dict[str, str]) -> bool:
+    """Whether an Allow statement covers the request: IAM's wildcards (``*`` any run of
+    characters, ``/`` included; ``?`` one) in actions, resources and ``StringLike``;
+    ``StringEquals`` exactly. (The stack's policies have no Deny and no other operator.)"""
+    import fnmatch
+
+    def like(text: str, pattern: str) -> bool:
+        return fnmatch.fnmatchcase(text, pattern.replace("[", "[[]"))
+
+    for statement in statements:
+        assert statement["Effect"] == "Allow"
+        if not any(like(action.lower(), a.lower()) for a in listed(statement["Action"])):
+            continue
+        if not any(like(resource, str(r)) for r in listed(statement["Resource"])):
+            continue
+        conditions = statement.get("Condition", {})
+        assert set(conditions) <= {"StringEquals", "StringLike"}, conditions
+        if all(context.get(key) in listed(values)
+               for key, values in conditions.get("StringEquals", {}).items()) and all(
+                context.get(key) is not None
+                and any(like(context[key], v) for v in listed(values))
+                for key, values in conditions.get("StringLike", {}).items()):
+            return True
+    return False
+
+
+def role_statements(synth: Any, role: Any) -> list[dict[str, Any]]:
+    role_id = synth.logical_id(role)
+    return [resolved(statement)
+            for policy in synth.resources("AWS::IAM::Policy").values()
+            if {"Ref": role_id} in policy["Properties"]["Roles"]
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]]
+
+
+WRITE = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject")
+
+
+def test_partials_are_written_and_deleted_under_the_output_prefix_grant_only(
+        imported_stack: Any) -> None:
+    """The partials (``<output uri>_partials/<run>/``, written by the batches, deleted by
+    the reduce) are covered by the function's one write grant, the output prefix
+    (``outputBucket=acme-results``, ``outputPrefix=sliced/``), which it needs anyway to
+    roll back a failed multi-object request; nothing wider is granted: not the bucket,
+    not a ``_partials/`` folder outside the output prefix, not the watched or read
+    locations, not the workflow's results. The state machine deletes nothing."""
+    from s3slice_cdk.contract import PARTIALS
+
+    stack = imported_stack.stack
+    function = role_statements(imported_stack, stack.read_function.function.role)
+    owner = {"s3:ResourceAccount": PSEUDO["AWS::AccountId"]}
+
+    def s3(key: str) -> str:
+        return f"arn:aws:s3:::{key}"
+
+    written = [f"acme-results/sliced/{PARTIALS}/run-1/batch-0123abcd.parquet",
+               f"acme-results/sliced/daily/{PARTIALS}/run-1/batch-0123abcd.parquet",
+               "acme-results/sliced/combined.0123abcd.parquet"]
+    for key in written:
+        for action in WRITE:
+            assert allows(function, action, s3(key), owner), (action, key)
+    # another account's bucket of the same name: refused
+    assert not allows(function, "s3:PutObject", s3(written[0]),
+                      {"s3:ResourceAccount": "999999999999"})
+    outside = [f"acme-results/{PARTIALS}/run-1/batch.parquet",
+               f"acme-results/sliced-old/{PARTIALS}/run-1/batch.parquet",
+               "acme-results/runs/manifest.json",
+               f"acme-landing/events/{PARTIALS}/run-1/batch.parquet",
+               f"acme-reference/dim/{PARTIALS}/run-1/batch.parquet",
+               "acme-landing/manual/data.parquet"]
+    for key in outside:
+        for action in WRITE:
+            assert not allows(function, action, s3(key), owner), (action, key)
+    # the one statement that writes or deletes: exactly the output prefix
+    (write,) = [s for s in function
+                if any(a in WRITE or a in {"s3:*", "*"} for a in listed(s["Action"]))]
+    assert sorted(listed(write["Action"])) == sorted(WRITE)
+    assert listed(write["Resource"]) == [s3("acme-results/sliced/*")]
+    # reading back and listing: the partials only, not the output prefix itself
+    partial = f"sliced/{PARTIALS}/run-1/"
+    assert allows(function, "s3:GetObject", s3(f"acme-results/{partial}batch.parquet"), owner)
+    assert not allows(function, "s3:GetObject", s3("acme-results/sliced/combined.x.parquet"),
+                      owner)
+    assert allows(function, "s3:ListBucket", s3("acme-results"),
+                  {**owner, "s3:prefix": partial})
+    assert not allows(function, "s3:ListBucket", s3("acme-results"),
+                      {**owner, "s3:prefix": "sliced/"})
+
+    machine = role_statements(imported_stack, stack.workflow.state_machine.role)
+    for key in [*written, *outside]:
+        assert not allows(machine, "s3:DeleteObject", s3(key), owner), key
+    assert allows(machine, "s3:PutObject", s3("acme-results/runs/manifest.json"), owner)
+    assert not allows(machine, "s3:PutObject", s3(written[0]), owner)
