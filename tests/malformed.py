@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice.parquet import pages as _pages
+from s3slice.parquet import thrift as _thrift
 
 
 def write(table: pa.Table, **kwargs: Any) -> bytes:
@@ -33,11 +33,11 @@ def body_of(data: bytes) -> bytes:
 
 
 def thrift_footer(data: bytes) -> Any:
-    return _pages.read_struct("FileMetaData", data[-8 - footer_length(data):-8], "test")
+    return _thrift.read_struct("FileMetaData", data[-8 - footer_length(data):-8], "test")
 
 
 def with_thrift_footer(data: bytes, fmd: Any) -> bytes:
-    footer = _pages._encode(fmd)
+    footer = _thrift.encode(fmd)
     return body_of(data) + footer + struct.pack("<I", len(footer)) + b"PAR1"
 
 

@@ -8,11 +8,13 @@ import dataclasses
 import io
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from s3slice import Engine, ReadResult, Request, parse_request
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 
@@ -187,3 +189,10 @@ class S3Env:
         return sorted(o["Key"] for o in resp.get("Contents", []))
 
 
+def read_request(engine: Engine, request: Mapping[str, Any] | Request,
+                 **kw: Any) -> ReadResult:
+    """The engine's answer to ``request``, given as the JSON contract (parsed as the edges
+    parse it) or typed."""
+    if not isinstance(request, Request):
+        request = parse_request(request)
+    return engine.read(request, **kw)

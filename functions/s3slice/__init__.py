@@ -35,8 +35,12 @@ from s3slice._errors import (
 from s3slice._model import ObjectRef, OutputSpec, Query, Request, parse_request
 from s3slice._output import run as _run
 from s3slice._settings import Settings
-from s3slice.engine.engine import FOOTER_CACHE, Engine, FooterCache, ReadResult
-from s3slice.fetch.s3 import Fetcher, LocalFetcher, RecordingFetcher, S3Fetcher
+from s3slice.engine.engine import Engine
+from s3slice.engine.results import ReadResult, Stats
+from s3slice.fetch.base import Fetcher
+from s3slice.fetch.local import LocalFetcher, RecordingFetcher
+from s3slice.fetch.s3 import S3Fetcher
+from s3slice.parquet.footer_cache import FOOTER_CACHE, FooterCache
 
 __version__ = "0.1.0"
 
@@ -70,6 +74,7 @@ __all__ = [
     "S3SliceTransientError",
     "SchemaConflictError",
     "Settings",
+    "Stats",
     "TimeoutBudgetError",
     "UnknownColumnError",
     "error_types",
@@ -82,10 +87,15 @@ __all__ = [
 def read(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
          fetcher: Fetcher | None = None) -> ReadResult:
     """Answer ``request`` with a polars frame (``.frame``) and honest stats (``.stats``)."""
+    if not isinstance(request, Request):
+        request = parse_request(request)
     return Engine(settings or Settings.from_env(), fetcher=fetcher).read(request)
 
 
 def run(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
         fetcher: Fetcher | None = None) -> dict[str, Any]:
     """Read, write the outputs, and return the service's JSON response."""
-    return _run(request, engine=Engine(settings or Settings.from_env(), fetcher=fetcher))
+    if not isinstance(request, Request):
+        request = parse_request(request)
+    engine = Engine(settings or Settings.from_env(), fetcher=fetcher)
+    return _run(request, engine=engine).to_dict()

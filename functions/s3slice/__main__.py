@@ -21,12 +21,11 @@ import json
 import logging
 import os
 import sys
-import time
-import uuid
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from s3slice._errors import S3SliceError
+from s3slice._invoke import LambdaContext, StdoutClosed, invoke, print_json
 
 #: The exit codes above.
 EXIT_OK, EXIT_UNEXPECTED, EXIT_ERROR = 0, 1, 2
@@ -41,46 +40,6 @@ _EXIT_CODES = """exit codes:
 class UsageError(Exception):
     """A command line the command cannot run: reported as argparse reports its own
     errors (usage and message on stderr), exit code 2."""
-
-
-class LambdaContext:
-    """What Lambda hands the handler, as far as the handler looks at it."""
-
-    def __init__(self, *, timeout_s: float = 900.0, memory_mb: int = 3008) -> None:
-        self.function_name = "s3slice-local"
-        self.function_version = "$LATEST"
-        self.memory_limit_in_mb = memory_mb
-        self.aws_request_id = str(uuid.uuid4())
-        self.invoked_function_arn = (
-            "arn:aws:lambda:us-east-1:000000000000:function:s3slice-local")
-        self.log_group_name = "/aws/lambda/s3slice-local"
-        self.log_stream_name = "local"
-        self._deadline = time.monotonic() + timeout_s
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
-
-
-def _invoke(event: Any, context: LambdaContext) -> Any:
-    """The handler, with anything it prints (EMF metrics) sent to stderr: stdout carries
-    only the response."""
-    from s3slice.handler import lambda_handler
-
-    with contextlib.redirect_stdout(sys.stderr):
-        return lambda_handler(event, context)
-
-
-class StdoutClosed(Exception):
-    """Nobody reads stdout any more (``s3slice ... | head``): the response is undelivered."""
-
-
-def _print(obj: Any) -> None:
-    try:
-        json.dump(obj, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-        sys.stdout.flush()
-    except BrokenPipeError as e:
-        raise StdoutClosed from e
 
 
 def query_request(args: argparse.Namespace) -> dict[str, Any]:
@@ -119,7 +78,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     request = query_request(args)
     if args.endpoint_url:
         os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
-    _print(_invoke(request, LambdaContext()))
+    print_json(invoke(request, LambdaContext()))
     return EXIT_OK
 
 
@@ -140,7 +99,7 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
     event = _read_event(args.event)
     if args.endpoint_url:
         os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
-    _print(_invoke(event, LambdaContext(timeout_s=args.timeout)))
+    print_json(invoke(event, LambdaContext(timeout_s=args.timeout)))
     return EXIT_OK
 
 
@@ -213,14 +172,14 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"{args.parser.prog}: error: {e}", file=sys.stderr)
         return EXIT_ERROR
     except S3SliceError as e:
-        _print({"status": "error", **e.to_dict()})
+        print_json({"status": "error", **e.to_dict()})
         return EXIT_ERROR
     except StdoutClosed:
         raise
     except Exception as e:  # noqa: BLE001 - reported as JSON with its type, not a traceback
         message = str(e) or type(e).__name__
         print(f"s3slice: unexpected {type(e).__name__}: {message}", file=sys.stderr)
-        _print({"status": "error", "errorType": type(e).__name__, "errorMessage": message,
+        print_json({"status": "error", "errorType": type(e).__name__, "errorMessage": message,
                 "retryable": False})
         return EXIT_UNEXPECTED
     return code

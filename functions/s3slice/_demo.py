@@ -30,7 +30,7 @@ def sample_table(rows: int, *, seed: int = 4) -> pl.DataFrame:
 def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
     import boto3
 
-    from s3slice.__main__ import LambdaContext, _invoke, _print
+    from s3slice._invoke import LambdaContext, invoke, print_json
 
     for name, value in LOCAL_CREDENTIALS.items():
         os.environ.setdefault(name, value)
@@ -58,10 +58,10 @@ def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
         }
         print(f"\nrequest:  {request}\n")
         started = time.perf_counter()
-        response = _invoke(request, LambdaContext())
+        response = invoke(request, LambdaContext())
         elapsed = time.perf_counter() - started
         print("response:")
-        _print(response)
+        print_json(response)
 
         stats = response["stats"]
         share = stats["bytes_fetched"] / stats["object_bytes"]

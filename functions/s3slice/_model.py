@@ -17,13 +17,36 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from s3slice._errors import RequestError
 from s3slice.contract import OUTPUT_FORMATS, OutputFormat
-from s3slice.text.formats import COMPRESSIONS as INPUT_COMPRESSIONS
-from s3slice.text.formats import InputSpec
+
+InputFormat = Literal["parquet", "csv", "json"]
+Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
+INPUT_COMPRESSIONS: tuple[Compression, ...] = ("auto", "none", "gzip", "bzip2", "zstd")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InputSpec:
+    """How to read a source object (the S3 Select ``InputSerialization``)."""
+
+    format: InputFormat = "parquet"
+    compression: Compression = "none"
+    # CSV
+    header: Literal["use", "ignore", "none"] = "use"
+    delimiter: str = ","
+    quote: str = '"'
+    comment: str | None = None
+    # JSON: "lines" (one document per line), "document" (an array of records, or one
+    # record), or "auto" (an array when the data starts with "[", else lines)
+    json_type: Literal["lines", "document", "auto"] = "lines"
+    # S3 Select's ScanRange: records that start within [start, end] (end inclusive).
+    scan_range: tuple[int, int | None] | None = None
+    #: Every CSV value is a string, as in S3 Select (``CAST`` to compare as numbers).
+    strings_only: bool = True
+
 
 COMPRESSIONS: dict[str, tuple[str, ...]] = {
     "parquet": ("zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed"),

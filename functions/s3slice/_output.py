@@ -9,20 +9,23 @@ by this invocation are deleted, so no partial result is left behind.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import hashlib
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
 
 from s3slice._cost import cost
 from s3slice._errors import OutputError, RequestError, ResultTooLargeError, contained
-from s3slice._model import ObjectRef, OutputSpec, Request, parse_request
-from s3slice.engine.engine import Engine, ReadResult, Timings
+from s3slice._model import ObjectRef, OutputSpec, Request
+from s3slice._read import Timings
+from s3slice.engine.engine import Engine
+from s3slice.engine.results import ReadResult, Stats
 
 # Lambda's synchronous response limit is 6 MB; rows returned inline stay well under it.
 MAX_INLINE_BYTES = 5 * 1024 * 1024
@@ -80,40 +83,65 @@ def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def run(request: Request | Mapping[str, Any], *, engine: Engine,
-        default_output: OutputSpec | None = None,
-        on_result: Callable[[ReadResult], None] | None = None) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Answer:
+    """A request's answer: the outputs written, the rows returned inline, the stats."""
+
+    outputs: list[dict[str, Any]]
+    stats: Stats
+    rows: list[dict[str, Any]] | None = None
+    #: Why the rows asked for inline are not (they are in the outputs).
+    rows_spilled: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The service's JSON response."""
+        response: dict[str, Any] = {"status": "ok", "outputs": self.outputs}
+        if self.rows is not None:
+            response["rows"] = self.rows
+        if self.rows_spilled is not None:
+            response["rows_spilled"] = self.rows_spilled
+        response["stats"] = self.stats.to_dict()
+        return response
+
+
+def run(request: Request, *, engine: Engine,
+        on_result: Callable[[ReadResult], None] | None = None) -> Answer:
     """Read, write and answer: the whole direct-invoke contract for one request."""
-    if not isinstance(request, Request):
-        request = parse_request(request, default_output=default_output)
     result = engine.read(request)
     if on_result is not None:
         on_result(result)
-    stats = result.stats
-    response: dict[str, Any] = {"status": "ok", "outputs": []}
+    rows, spilled = None, None
     if request.return_rows or request.output is None:
         try:
-            response["rows"] = inline_rows(result.frame)
+            rows = inline_rows(result.frame)
         except ResultTooLargeError as e:
             if request.output is None:
                 raise
             # The rows are in the outputs: say so rather than fail the whole request.
-            response["rows_spilled"] = e.message
+            spilled = e.message
+    outputs: list[dict[str, Any]] = []
+    stats = result.stats
     if request.output is not None:
-        timings = Timings(span=engine.span)
-        before = engine.fetcher.counters.snapshot()[2]
-        with timings.phase("write"):
-            response["outputs"] = write_outputs(result, request, request.output, engine)
-        after = engine.fetcher.counters.snapshot()[2]
-        stats["timings_ms"]["write"] = round(timings.ms["write"], 1)
-        stats["timings_ms"]["total"] = round(stats["timings_ms"]["total"] +
-                                             timings.ms["write"], 1)
-        tiers = {k: n + after.get(k, 0) - before.get(k, 0)
-                 for k, n in result.requests_by_tier.items()}
-        stats["cost"] = cost(engine.settings, duration_ms=stats["timings_ms"]["total"],
-                             requests=tiers)
-    response["stats"] = stats
-    return response
+        output = request.output
+        outputs, stats = timed_write(engine, result, lambda: write_outputs(
+            result, request, output, engine))
+    return Answer(outputs=outputs, stats=stats, rows=rows, rows_spilled=spilled)
+
+
+def timed_write(engine: Engine, result: ReadResult,
+                write: Callable[[], list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], Stats]:
+    """``write()``'s outputs, and the read's stats with the write's time and requests."""
+    timings = Timings(span=engine.span)
+    before = engine.fetcher.counters.snapshot()[2]
+    with timings.phase("write"):
+        outputs = write()
+    after = engine.fetcher.counters.snapshot()[2]
+    tiers = {k: n + after.get(k, 0) - before.get(k, 0)
+             for k, n in result.requests_by_tier.items()}
+    write_ms = timings.ms["write"]
+    total_ms = round(result.stats.timings_ms.get("total", 0.0) + write_ms, 1)
+    return outputs, result.stats.with_write(
+        write_ms, cost(engine.settings, duration_ms=total_ms, requests=tiers))
 
 
 def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
@@ -127,28 +155,43 @@ def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
         pieces = [(None, result.frame)]
     keys = [output_key(output, request, source) for source, _ in pieces]
     _check_distinct(keys, [source for source, _ in pieces])
-    written: list[tuple[str, str]] = []
-    outputs: list[dict[str, Any]] = []
-    try:
-        for (source, frame), key in zip(pieces, keys, strict=True):
+
+    def serialized(frame: pl.DataFrame, key: str) -> Callable[[], bytes]:
+        def data() -> bytes:
             with contained(functools.partial(_unserializable, f"s3://{output.bucket}/{key}"),
                            native=(pl.exceptions.PolarsError,)):
-                data = serialize(frame, output)
+                return serialize(frame, output)
+        return data
+    sizes = put_all(engine, output.bucket,
+                    [(key, serialized(frame, key)) for (_, frame), key in zip(pieces, keys,
+                                                                               strict=True)])
+    return [{"uri": f"s3://{output.bucket}/{key}", "rows": frame.height, "bytes": size,
+             "format": output.format, **({"source": source.uri} if source is not None else {})}
+            for (source, frame), key, size in zip(pieces, keys, sizes, strict=True)]
+
+
+def put_all(engine: Engine, bucket: str, items: Sequence[tuple[str, Callable[[], bytes]]]
+            ) -> list[int]:
+    """Each item's bytes made and put under its key, in order; their sizes. If any fails,
+    those this call already wrote are deleted: no partial result is left behind."""
+    written: list[str] = []
+    sizes: list[int] = []
+    try:
+        for key, make in items:
+            data = make()
             engine.deadline()
-            engine.fetcher.put(output.bucket, key, data)
-            written.append((output.bucket, key))
-            outputs.append({"uri": f"s3://{output.bucket}/{key}", "rows": frame.height,
-                            "bytes": len(data), "format": output.format,
-                            **({"source": source.uri} if source is not None else {})})
+            engine.fetcher.put(bucket, key, data)
+            written.append(key)
+            sizes.append(len(data))
     except BaseException:
-        for bucket, key in written:
+        for key in written:
             try:
                 engine.fetcher.delete(bucket, key)
             except Exception as e:
                 raise OutputError(f"could not remove partial output s3://{bucket}/{key} "
                                   f"after a failed write: {e}") from e
         raise
-    return outputs
+    return sizes
 
 
 def _unserializable(uri: str, text: str) -> OutputError:

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3slice import Engine, FooterCache, LocalFetcher, ObjectFormatError, Settings
+from tests.support import read_request
 
 BUCKET = "data"
 
@@ -84,7 +85,7 @@ def test_malformed_objects_are_format_errors(tmp_path: Path, name: str,
     engine = Engine(Settings(memory_mb=1024, footer_size=footer_size),
                     fetcher=LocalFetcher(tmp_path), footer_cache=FooterCache(1 << 20))
     with pytest.raises(ObjectFormatError, match=message) as info:
-        engine.read({"source": f"s3://{BUCKET}/x.parquet", "columns": ["a", "b"]})
+        read_request(engine, {"source": f"s3://{BUCKET}/x.parquet", "columns": ["a", "b"]})
     assert f"s3://{BUCKET}/x.parquet" in str(info.value)
 
 
@@ -93,7 +94,7 @@ def test_the_good_object_reads(tmp_path: Path) -> None:
     (tmp_path / BUCKET).mkdir()
     (tmp_path / BUCKET / "x.parquet").write_bytes(good())
     engine = Engine(Settings(memory_mb=1024), fetcher=LocalFetcher(tmp_path))
-    frame = engine.read({"source": f"s3://{BUCKET}/x.parquet", "filter": "a < 3"}).frame
+    frame = read_request(engine, {"source": f"s3://{BUCKET}/x.parquet", "filter": "a < 3"}).frame
     assert frame.to_dict(as_series=False) == {"a": [0, 1, 2], "b": [0.0, 1.0, 2.0]}
 
 
@@ -106,13 +107,13 @@ def test_json_with_conflicting_types(tmp_path: Path, data: bytes, message: str) 
     (tmp_path / BUCKET / "x.jsonl").write_bytes(data)
     engine = Engine(Settings(memory_mb=1024), fetcher=LocalFetcher(tmp_path))
     with pytest.raises(ObjectFormatError, match=message):
-        engine.read({"source": f"s3://{BUCKET}/x.jsonl"})
+        read_request(engine, {"source": f"s3://{BUCKET}/x.jsonl"})
 
 
 def test_json_numbers_and_strings_in_one_field_read_as_strings(tmp_path: Path) -> None:
     (tmp_path / BUCKET).mkdir()
     (tmp_path / BUCKET / "x.jsonl").write_bytes(b'{"a": 1}\n{"a": "x"}\n')
     engine = Engine(Settings(memory_mb=1024), fetcher=LocalFetcher(tmp_path))
-    frame = engine.read({"source": f"s3://{BUCKET}/x.jsonl"}).frame
+    frame = read_request(engine, {"source": f"s3://{BUCKET}/x.jsonl"}).frame
     assert frame.schema == pl.Schema({"a": pl.String})
     assert frame["a"].to_list() == ["1", "x"]

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import s3slice.parquet.bloom
 from s3slice import Engine, FooterCache, LocalFetcher, RecordingFetcher, Settings
 from s3slice.parquet.bloom import BloomFilter, parse
+from tests.support import read_request
 
 BUCKET = "data"
 ROWS = 40_000
@@ -57,9 +58,9 @@ def read(root: Path, where: str, key: str = "b.parquet", **kw: Any
     base.update(kw)
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(**base), fetcher=fetcher, footer_cache=FooterCache(1 << 20))
-    result = engine.read({"source": f"s3://{BUCKET}/{key}", "columns": ["id", "v"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/{key}", "columns": ["id", "v"],
                           "filter": where})
-    return result.frame, result.stats, fetcher
+    return result.frame, result.stats.to_dict(), fetcher
 
 
 def oracle(root: Path, where: str) -> pl.DataFrame:
@@ -153,10 +154,10 @@ def test_filters_whose_literals_cannot_be_hashed_are_not_fetched(tmp_path: Path,
     # a suffix read that holds the footer alone: the filters would cost a GET of their own
     engine = Engine(Settings(memory_mb=2048, strategy="ranges", footer_size=4096),
                     fetcher=fetcher, footer_cache=FooterCache(1 << 20))
-    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["v"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["v"],
                           "filter": where})
     assert result.frame.equals(pl.read_parquet(path).filter(pl.sql_expr(where)).select("v"))
-    assert "bloom_filters" not in result.stats["strategy_inputs"]
+    assert "bloom_filters" not in result.stats.strategy_inputs
     md = pq.read_metadata(path)
     filters = [(c.bloom_filter_offset, c.bloom_filter_offset + c.bloom_filter_length)
                for g in range(md.num_row_groups) for i in range(md.num_columns)

@@ -28,7 +28,9 @@ from s3slice import (
 )
 from s3slice._demo import sample_table
 from s3slice.fetch.image import MemoryImage
-from s3slice.parquet.plan import parse_footer, plan_parquet
+from s3slice.parquet.footer import parse_footer
+from s3slice.parquet.plan import plan_parquet
+from tests.support import read_request
 
 BUCKET = "data"
 
@@ -83,9 +85,9 @@ def test_results_equal_the_oracle(root: Path, table: pl.DataFrame, strategy: str
         request["columns"] = columns
     if where:
         request["filter"] = where
-    result = engine.read(request)
+    result = read_request(engine, request)
     assert same(result.frame, oracle(table, where, columns))
-    chosen = result.stats["strategy"]
+    chosen = result.stats.strategy
     if strategy == "auto":
         assert chosen in {"ranges", "whole", "whole-tmp", "batches"}
     else:  # a forced whole download goes to /tmp when the object exceeds the 4 MB budget
@@ -96,7 +98,7 @@ def test_exact_ranges_for_a_footer_and_query(root: Path) -> None:
     path = root / BUCKET / "t.parquet"
     data = path.read_bytes()
     engine, rec = engine_for(root, strategy="ranges", max_gap=0, part_size=1 << 30)
-    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
                           "filter": "col_1 <= 1000"})
     footer = parse_footer(data, size=len(data), uri="u")
     from s3slice._model import Query
@@ -107,10 +109,10 @@ def test_exact_ranges_for_a_footer_and_query(root: Path) -> None:
     assert len(tail) == 1 and tail[0].end == len(data) and tail[0].start == len(data) - 65536
     expected = sorted(r for g in plan.row_groups for r in plan.chunks[g])
     # adjacent chunks of one row group are one range when max_gap is 0
-    from s3slice.parquet.plan import coalesce
+    from s3slice._ranges import coalesce
     assert rec.ranges() == coalesce(expected, 0)
-    assert result.stats["bytes_fetched"] == 65536 + plan.needed_bytes
-    assert result.stats["requests"] == 1 + len(coalesce(expected, 0))
+    assert result.stats.bytes_fetched == 65536 + plan.needed_bytes
+    assert result.stats.requests == 1 + len(coalesce(expected, 0))
 
 
 def test_sorted_data_reads_only_overlapping_row_groups(tmp_path: Path) -> None:
@@ -124,9 +126,9 @@ def test_sorted_data_reads_only_overlapping_row_groups(tmp_path: Path) -> None:
     engine, rec = engine_for(tmp_path, strategy="ranges")
     where = ("ts >= TIMESTAMP '2024-01-01 05:00:00' AND "
              "ts < TIMESTAMP '2024-01-01 05:16:40'")
-    result = engine.read({"source": f"s3://{BUCKET}/s.parquet", "columns": ["v"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/s.parquet", "columns": ["v"],
                           "filter": where})
-    assert result.stats["row_groups_read"] == 1
+    assert result.stats.row_groups_read == 1
     md = pq.read_metadata(tmp_path / BUCKET / "s.parquet")
     group = md.row_group(3)  # rows 15000..19999
     lo = min(group.column(i).data_page_offset for i in range(group.num_columns))
@@ -139,20 +141,20 @@ def test_sorted_data_reads_only_overlapping_row_groups(tmp_path: Path) -> None:
     assert result.frame.height == 1000
     assert result.frame["v"].to_list() == list(range(18000, 19000))
     # polars' reader would choose row groups by itself; only pyarrow reads just the planned one
-    assert result.stats["strategy_inputs"]["decoder"] == "pyarrow"
+    assert result.stats.strategy_inputs["decoder"] == "pyarrow"
 
 
 def test_polars_decodes_an_image_that_holds_every_row_group(root: Path,
                                                             table: pl.DataFrame) -> None:
     engine, _ = engine_for(root, strategy="ranges", max_gap=0)  # no bytes between chunks
-    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
                           "filter": "col_1 <= 1000"})
-    assert result.stats["row_groups_read"] == result.stats["row_groups"] == 8
-    assert result.stats["strategy_inputs"]["decoder"] == "polars"
+    assert result.stats.row_groups_read == result.stats.row_groups == 8
+    assert result.stats.strategy_inputs["decoder"] == "polars"
     assert same(result.frame, oracle(table, "col_1 <= 1000", ["col_2"]))
     # the image held only the footer's tail and the two columns' chunks: polars read
     # nothing else (a byte it needed and did not find would have failed the decode)
-    assert result.stats["bytes_fetched"] == 65536 + result.stats["needed_bytes"]
+    assert result.stats.bytes_fetched == 65536 + result.stats.needed_bytes
 
 
 def test_the_in_memory_image_is_sparse_and_bounded() -> None:
@@ -197,9 +199,9 @@ def test_polars_decodes_the_memfd_image_too(root: Path, table: pl.DataFrame,
         raise MemoryError
     monkeypatch.setattr(s3slice.fetch.image, "_zeroed", refused)
     engine, _ = engine_for(root, strategy="ranges")
-    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
                           "filter": "col_1 <= 1000"})
-    assert result.stats["strategy_inputs"]["decoder"] == "polars"
+    assert result.stats.strategy_inputs["decoder"] == "polars"
     assert same(result.frame, oracle(table, "col_1 <= 1000", ["col_2"]))
 
 
@@ -226,11 +228,11 @@ def test_codecs_encodings_types_and_nulls(tmp_path: Path, codec: str, dictionary
     for where in ["i > 2500", "f IS NULL", "s = 'v3'", "d < DATE '2020-02-01'",
                   "t >= TIMESTAMP '2020-01-02 00:00:00'", "m <= 1.5", "b AND i < 100",
                   "i IS NULL OR s IS NULL"]:
-        result = engine.read({"source": f"s3://{BUCKET}/x.parquet", "filter": where})
+        result = read_request(engine, {"source": f"s3://{BUCKET}/x.parquet", "filter": where})
         assert same(result.frame, frame.filter(pl.sql_expr(where))), where
     # every row group: polars' reader decodes, to the types pyarrow's would give
-    result = engine.read({"source": f"s3://{BUCKET}/x.parquet"})
-    assert result.stats["strategy_inputs"]["decoder"] == "polars"
+    result = read_request(engine, {"source": f"s3://{BUCKET}/x.parquet"})
+    assert result.stats.strategy_inputs["decoder"] == "polars"
     assert result.frame.schema == frame.schema
     assert result.frame.equals(frame)
 
@@ -238,7 +240,7 @@ def test_codecs_encodings_types_and_nulls(tmp_path: Path, codec: str, dictionary
 def test_unknown_column_names_column_and_object(root: Path) -> None:
     engine, rec = engine_for(root)
     with pytest.raises(UnknownColumnError) as info:
-        engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1", "nope"]})
+        read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1", "nope"]})
     assert "'nope'" in str(info.value) and "s3://data/t.parquet" in str(info.value)
     assert not [c for c in rec.calls if c.kind == "range"]
 
@@ -246,10 +248,10 @@ def test_unknown_column_names_column_and_object(root: Path) -> None:
 def test_missing_and_non_parquet_objects(root: Path) -> None:
     engine, _ = engine_for(root)
     with pytest.raises(ObjectNotFoundError, match="s3://data/missing.parquet"):
-        engine.read({"source": f"s3://{BUCKET}/missing.parquet"})
+        read_request(engine, {"source": f"s3://{BUCKET}/missing.parquet"})
     (root / BUCKET / "notes.txt").write_text("hello, this is not parquet" * 10)
     with pytest.raises(ObjectFormatError, match="s3://data/notes.txt"):
-        engine.read({"source": f"s3://{BUCKET}/notes.txt"})
+        read_request(engine, {"source": f"s3://{BUCKET}/notes.txt"})
 
 
 def test_corrupt_page_is_a_typed_error(root: Path) -> None:
@@ -262,25 +264,25 @@ def test_corrupt_page_is_a_typed_error(root: Path) -> None:
     (root / BUCKET / "bad.parquet").write_bytes(bytes(data))
     engine, _ = engine_for(root)
     with pytest.raises(ObjectFormatError, match="s3://data/bad.parquet"):
-        engine.read({"source": f"s3://{BUCKET}/bad.parquet", "columns": ["col_1"]})
+        read_request(engine, {"source": f"s3://{BUCKET}/bad.parquet", "columns": ["col_1"]})
 
 
 def test_footer_cache_skips_the_footer_request(root: Path) -> None:
     engine, rec = engine_for(root)
     src = f"s3://{BUCKET}/t.parquet"
-    first = engine.read({"source": src, "columns": ["col_1"], "filter": "col_1 <= 1000"})
+    first = read_request(engine, {"source": src, "columns": ["col_1"], "filter": "col_1 <= 1000"})
     etag = LocalFetcher._etag(root / BUCKET / "t.parquet")
     from s3slice import ObjectRef
     from s3slice._model import Query, Request
     req = Request(sources=(ObjectRef(bucket=BUCKET, key="t.parquet", etag=etag),),
                   query=Query(columns=("col_1",), filter="col_1 <= 1000"))
     rec.calls.clear()
-    second = engine.read(req)
+    second = read_request(engine, req)
     assert not [c for c in rec.calls if c.kind == "tail"]
     assert same(first.frame, second.frame)
-    assert second.stats["strategy_inputs"]["footer"] == "cache"
+    assert second.stats.strategy_inputs["footer"] == "cache"
     # the cached footer's bytes go into the image, so polars' reader can open it
-    assert second.stats["strategy_inputs"]["decoder"] == "polars"
+    assert second.stats.strategy_inputs["decoder"] == "polars"
 
 
 def test_small_object_of_known_size_is_one_request(tmp_path: Path) -> None:
@@ -293,10 +295,10 @@ def test_small_object_of_known_size_is_one_request(tmp_path: Path) -> None:
     from s3slice._model import Query, Request
     req = Request(sources=(ObjectRef(bucket=BUCKET, key="small.parquet", size=size),),
                   query=Query(filter="col_1 < 500000"))
-    result = engine.read(req)
-    assert result.stats["requests"] == 1
+    result = read_request(engine, req)
+    assert result.stats.requests == 1
     assert [(c.kind, c.start, c.end) for c in rec.calls] == [("range", 0, size)]
-    assert result.stats["strategy"] == "single"
+    assert result.stats.strategy == "single"
     assert same(result.frame, frame.filter(pl.col("col_1") < 500000))
 
 
@@ -323,26 +325,27 @@ def test_object_changed_mid_read_restarts_once(root: Path, table: pl.DataFrame) 
     path = root / BUCKET / "t.parquet"
     once = Engine(settings(), fetcher=ChangingFetcher(root, path, 1),
                   footer_cache=FooterCache(1 << 20))
-    result = once.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"],
+    result = read_request(once, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"],
                         "filter": "col_1 < 100"})
     assert same(result.frame, oracle(table, "col_1 < 100", ["col_1"]))
     twice = Engine(settings(), fetcher=ChangingFetcher(root, path, 2),
                    footer_cache=FooterCache(1 << 20))
     with pytest.raises(ObjectChangedError, match="s3://data/t.parquet"):
-        twice.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
+        read_request(twice, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
 
 
 def test_batches_bound_memory_per_batch(root: Path, table: pl.DataFrame) -> None:
     engine, rec = engine_for(root, strategy="batches", memory_budget_mb=1)
-    result = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1", "col_2"]})
+    result = read_request(engine, {"source": f"s3://{BUCKET}/t.parquet",
+                                   "columns": ["col_1", "col_2"]})
     assert same(result.frame, table.select("col_1", "col_2"))
-    assert result.stats["strategy"] == "batches"
+    assert result.stats.strategy == "batches"
     # Each batch stays within half the budget, so the 8 row groups (~4 MB of needed
     # bytes) take several batches; together they are every kept row group.
-    assert result.stats["row_groups_read"] == 8
+    assert result.stats.row_groups_read == 8
     assert len(rec.batches) > 1
     assert max(rec.batches) <= 512 * 1024
-    assert result.stats["needed_bytes"] <= sum(rec.batches) <= result.stats["needed_bytes"] * 1.01
+    assert result.stats.needed_bytes <= sum(rec.batches) <= result.stats.needed_bytes * 1.01
 
 
 @pytest.mark.parametrize(("megabytes", "cached"), [(0, False), (1, True)])
@@ -354,9 +357,9 @@ def test_the_process_footer_cache_is_sized_by_the_setting(root: Path, megabytes:
         engine = Engine(settings(footer_cache_mb=megabytes), fetcher=LocalFetcher(root))
         assert engine.footers is FOOTER_CACHE
         assert FOOTER_CACHE.max_bytes == megabytes * 1024 * 1024
-        engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
-        again = engine.read({"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
-        footer = again.stats["strategy_inputs"]["footer"]
+        read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
+        again = read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"]})
+        footer = again.stats.strategy_inputs["footer"]
         assert footer == ("cache (revalidated)" if cached else "suffix GET")
     finally:
         FOOTER_CACHE.clear()

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from s3slice import Engine, FooterCache, LocalFetcher, ObjectFormatError, RecordingFetcher, Settings
+from tests.support import read_request
 
 BUCKET = "data"
 
@@ -77,20 +78,20 @@ def test_format_from_extension_and_compression_from_magic(
     suffix, compress = CODECS[codec]
     uri = put(tmp_path, f"in/t.{fmt}{suffix}", compress(encode(frame, fmt)))
     engine, rec = engine_for(tmp_path)
-    result = engine.read({"source": uri, "columns": ["id", "amount"],
+    result = read_request(engine, {"source": uri, "columns": ["id", "amount"],
                           "filter": "city = 'lima' AND amount > 100"})
     expected = frame.filter((pl.col("city") == "lima") & (pl.col("amount") > 100)).select(
         "id", "amount")
     assert result.frame.equals(expected)
-    assert result.stats["strategy"] == "whole-text"
-    inputs = result.stats["strategy_inputs"]
+    assert result.stats.strategy == "whole-text"
+    inputs = result.stats.strategy_inputs
     assert (inputs["format"], inputs["compression"]) == (
         "csv" if fmt == "tsv" else "json" if fmt == "jsonl" else fmt, codec)
     # Larger than one tail GET: scanned lazily (from memory: far below the budget).
     assert inputs["streamed"] is True
-    assert result.stats["rows_in"] == frame.height
+    assert result.stats.rows_in == frame.height
     # The whole object, fetched once: the tail first, then the rest in parts.
-    assert result.stats["bytes_fetched"] == (tmp_path / BUCKET / uri[len("s3://data/"):]
+    assert result.stats.bytes_fetched == (tmp_path / BUCKET / uri[len("s3://data/"):]
                                              ).stat().st_size
     assert rec.calls[0].kind == "tail"
 
@@ -105,7 +106,7 @@ def test_explicit_input_overrides_the_extension(tmp_path: Path, frame: pl.DataFr
     request: dict[str, Any] = {
         "source": uri, "sql": "SELECT city, SUM(amount) AS total FROM s3object GROUP BY city",
         "input": {"format": "csv", "delimiter": ";", "compression": codec}}
-    result = engine.read(request)
+    result = read_request(engine, request)
     expected = frame.group_by("city").agg(pl.col("amount").sum().alias("total"))
     assert result.frame.sort("city").equals(expected.sort("city"))
 
@@ -113,10 +114,10 @@ def test_explicit_input_overrides_the_extension(tmp_path: Path, frame: pl.DataFr
 def test_strings_only_and_headerless(tmp_path: Path) -> None:
     uri = put(tmp_path, "in/x.csv", b"1,a\n2,b\n10,c\n")
     engine, _ = engine_for(tmp_path)
-    typed = engine.read({"source": uri, "filter": "_1 > 1",
+    typed = read_request(engine, {"source": uri, "filter": "_1 > 1",
                          "input": {"format": "csv", "header": False}})
     assert typed.frame.to_dict(as_series=False) == {"_1": [2, 10], "_2": ["b", "c"]}
-    strings = engine.read({"source": uri, "filter": "_1 > '1'",
+    strings = read_request(engine, {"source": uri, "filter": "_1 > '1'",
                            "input": {"format": "csv", "header": False, "infer_types": False}})
     # Compared as text, as in S3 Select: "10" > "1" and "2" > "1".
     assert strings.frame.to_dict(as_series=False) == {"_1": ["2", "10"], "_2": ["b", "c"]}
@@ -127,9 +128,9 @@ def test_a_json_document_of_one_record(tmp_path: Path, padding: int) -> None:
     uri = put(tmp_path, "in/one.json",
               b'{\n  "a": 1,\n  "b": "x"' + b" " * padding + b"\n}\n")
     engine, _ = engine_for(tmp_path)
-    result = engine.read({"source": uri})
+    result = read_request(engine, {"source": uri})
     assert result.frame.to_dict(as_series=False) == {"a": [1], "b": ["x"]}
-    assert result.stats["strategy_inputs"]["streamed"] is (padding > 0)
+    assert result.stats.strategy_inputs["streamed"] is (padding > 0)
 
 
 @pytest.mark.parametrize(("key", "data", "message"), [
@@ -153,5 +154,5 @@ def test_bad_text_objects_are_typed_errors(tmp_path: Path, key: str, data: bytes
     uri = put(tmp_path, key, data)
     engine, _ = engine_for(tmp_path)
     with pytest.raises(ObjectFormatError, match=message) as info:
-        engine.read({"source": uri})
+        read_request(engine, {"source": uri})
     assert uri in str(info.value)

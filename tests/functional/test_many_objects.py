@@ -24,6 +24,7 @@ from s3slice import (
 )
 from s3slice.engine import engine as _engine
 from s3slice.engine.sources import glob_regex, hive_values, partitions
+from tests.support import read_request
 
 BUCKET = "lake"
 
@@ -66,7 +67,7 @@ def keys_read(rec: RecordingFetcher) -> set[str]:
 
 def test_partition_pruning_reads_only_matching_objects(lake: Path) -> None:
     engine, rec = engine_for(lake)
-    result = engine.read({"source": f"s3://{BUCKET}/trips/**/*.parquet",
+    result = read_request(engine, {"source": f"s3://{BUCKET}/trips/**/*.parquet",
                           "columns": ["id", "fare", "year", "month"],
                           "filter": "year = 2024 AND month >= 6 AND fare > 30"})
     expected = oracle(lake).filter(
@@ -75,13 +76,13 @@ def test_partition_pruning_reads_only_matching_objects(lake: Path) -> None:
     assert result.frame.sort("id").equals(expected.sort("id"))
     assert keys_read(rec) == {f"trips/year=2024/month={m}/part-{p}.parquet"
                     for m in ("06", "11") for p in (0, 1)}
-    assert (result.stats["objects"], result.stats["objects_pruned"]) == (4, 8)
+    assert (result.stats.objects, result.stats.objects_pruned) == (4, 8)
     assert result.frame.schema["year"] == pl.Int64
 
 
 def test_sql_groups_by_a_partition_column(lake: Path) -> None:
     engine, _ = engine_for(lake)
-    result = engine.read({
+    result = read_request(engine, {
         "source": f"s3://{BUCKET}/trips/",
         "input": "parquet",
         "sql": "SELECT year, zone, COUNT(*) AS n, SUM(fare) AS total FROM s3object "
@@ -92,24 +93,24 @@ def test_sql_groups_by_a_partition_column(lake: Path) -> None:
                 .sort("year", "zone").collect())
     assert result.frame.equals(expected.cast(result.frame.schema))  # type: ignore[arg-type]
     # Four Parquet objects of months 6, and the CSV, whose month is null.
-    assert result.stats["objects_pruned"] == 5
+    assert result.stats.objects_pruned == 5
 
 
 def test_when_every_object_is_pruned_the_schema_still_comes_back(lake: Path) -> None:
     engine, rec = engine_for(lake)
-    result = engine.read({"source": f"s3://{BUCKET}/trips/year=*/month=*/part-?.parquet",
+    result = read_request(engine, {"source": f"s3://{BUCKET}/trips/year=*/month=*/part-?.parquet",
                           "filter": "year = 1999"})
     assert result.frame.height == 0
     assert result.frame.columns == ["id", "fare", "zone", "year", "month"]
     # One small object (its size came with the listing) in one GET, for the schema.
     assert len([c for c in rec.calls if c.kind != "list"]) == 1
-    assert result.stats["objects_pruned"] == 12
+    assert result.stats.objects_pruned == 12
 
 
 def test_partition_columns_are_checked_as_columns(lake: Path) -> None:
     engine, _ = engine_for(lake)
     with pytest.raises(UnknownColumnError, match="'day'") as info:
-        engine.read({"source": f"s3://{BUCKET}/trips/year=2023/**/*.parquet",
+        read_request(engine, {"source": f"s3://{BUCKET}/trips/year=2023/**/*.parquet",
                      "filter": "day = 1"})
     assert "year, month" in str(info.value)
 
@@ -160,7 +161,7 @@ def test_schemas_unify_by_name_and_widen_numbers(tmp_path: Path) -> None:
                  ).write_parquet(tmp_path / BUCKET / "one.parquet")
     pl.DataFrame({"a": [2.5], "c": [True]}).write_parquet(tmp_path / BUCKET / "two.parquet")
     engine, _ = engine_for(tmp_path)
-    result = engine.read({"source": [f"s3://{BUCKET}/one.parquet", f"s3://{BUCKET}/two.parquet"],
+    result = read_request(engine, {"source": [f"s3://{BUCKET}/one.parquet", f"s3://{BUCKET}/two.parquet"],
                           "sql": "SELECT * FROM s3object ORDER BY a"})
     assert result.frame.to_dict(as_series=False) == {
         "a": [1.0, 2.0, 2.5], "b": ["x", "y", None], "c": [None, None, True]}
@@ -172,7 +173,7 @@ def test_a_type_conflict_names_both_objects(tmp_path: Path) -> None:
     pl.DataFrame({"a": ["1"]}).write_parquet(tmp_path / BUCKET / "two.parquet")
     engine, _ = engine_for(tmp_path)
     with pytest.raises(SchemaConflictError) as info:
-        engine.read({"source": f"s3://{BUCKET}/*.parquet"})
+        read_request(engine, {"source": f"s3://{BUCKET}/*.parquet"})
     message = str(info.value)
     assert re.search(r"'a' is Int64 in s3://lake/one.parquet but String in "
                      r"s3://lake/two.parquet", message), message
@@ -199,7 +200,7 @@ def test_a_many_object_query_shares_the_distributed_maps_split(
     monkeypatch.setattr(_engine, "_single_split",
                         lambda analysis: splits.append(original(analysis)) or splits[-1])
     engine, _ = engine_for(lake)
-    got = engine.read({"source": f"s3://{BUCKET}/trips/**/*.parquet", "sql": sql}).frame
+    got = read_request(engine, {"source": f"s3://{BUCKET}/trips/**/*.parquet", "sql": sql}).frame
     want = pl.SQLContext(s3object=oracle(lake).drop("year", "month")).execute(
         sql, eager=True)
     assert [s is None for s in splits] == ["MEDIAN" in sql]

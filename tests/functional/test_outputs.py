@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -12,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s3slice._output as output_module
-from s3slice import Engine, FooterCache, LocalFetcher, RequestError, ResultTooLargeError, Settings
+from s3slice import (
+    Engine,
+    FooterCache,
+    LocalFetcher,
+    RequestError,
+    ResultTooLargeError,
+    Settings,
+    parse_request,
+)
 from s3slice._model import ObjectRef, OutputSpec, Query, Request
 
 BUCKET = "data"
@@ -28,21 +37,26 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
                   footer_cache=FooterCache(1 << 20))
 
 
+def respond(request: dict[str, Any], *, engine: Engine) -> dict[str, Any]:
+    """The service's JSON response to a request given as JSON."""
+    return output_module.run(parse_request(request), engine=engine).to_dict()
+
+
 def test_small_results_come_back_inline(engine: Engine) -> None:
-    response = output_module.run({"source": f"s3://{BUCKET}/t.parquet", "filter": "a < 3"},
+    response = respond({"source": f"s3://{BUCKET}/t.parquet", "filter": "a < 3"},
                                  engine=engine)
     assert response["rows"] == [{"a": 0}, {"a": 1}, {"a": 2}]
 
 
 def test_too_many_rows_without_an_output_is_a_clear_error(engine: Engine) -> None:
     with pytest.raises(ResultTooLargeError) as info:
-        output_module.run({"source": f"s3://{BUCKET}/t.parquet"}, engine=engine)
+        respond({"source": f"s3://{BUCKET}/t.parquet"}, engine=engine)
     assert info.value.field == "return_rows"
     assert "5000 rows" in str(info.value) and "output location" in str(info.value)
 
 
 def test_too_many_rows_with_an_output_spill_to_it(engine: Engine, tmp_path: Path) -> None:
-    response = output_module.run({"source": f"s3://{BUCKET}/t.parquet", "return_rows": True,
+    response = respond({"source": f"s3://{BUCKET}/t.parquet", "return_rows": True,
                                   "output": {"uri": "s3://out/r/", "format": "csv"}},
                                  engine=engine)
     assert "rows" not in response
@@ -60,12 +74,12 @@ def test_nested_columns_cannot_go_to_csv(tmp_path: Path) -> None:
     request = {"source": f"s3://{BUCKET}/n.parquet", "output": {"uri": "s3://out/r/",
                                                                "format": "csv"}}
     with pytest.raises(RequestError, match=r"nested column\(s\) \['tags', 'point'\]") as info:
-        output_module.run(request, engine=engine)
+        respond(request, engine=engine)
     assert info.value.field == "output.format"
     assert not (tmp_path / "out").exists()  # nothing written
     for fmt in ("json", "parquet"):
         (tmp_path / "out").mkdir(exist_ok=True)
-        response = output_module.run({**request, "output": {"uri": "s3://out/r/",
+        response = respond({**request, "output": {"uri": "s3://out/r/",
                                                             "format": fmt}}, engine=engine)
         assert response["outputs"][0]["rows"] == 1
 

@@ -22,6 +22,7 @@ from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.utils import deserialize
 
 import s3slice.parquet.pages
+import s3slice.parquet.thrift
 from s3slice import (
     Engine,
     FooterCache,
@@ -31,11 +32,13 @@ from s3slice import (
     Settings,
 )
 from s3slice._model import Query
+from s3slice._ranges import Held
 from s3slice.parquet import plan as _plan
-from s3slice.parquet.pages import Held
+from s3slice.parquet.footer import parse_footer
 from s3slice.query import predicate as P
 from s3slice.query.analysis import analyze
 from tests.malformed import thrift_footer
+from tests.support import read_request
 from tests.unit.test_pruning import frame_st, predicate_st
 
 BUCKET = "data"
@@ -97,10 +100,10 @@ def test_a_time_window_fetches_only_the_pages_that_overlap_it(tmp_path: Path) ->
     # Dictionary pages are always read whole, so the sorted columns are written plain.
     path = write(tmp_path, sorted_table(), use_dictionary=["s"])
     engine, rec = engine_for(tmp_path, max_gap=0, part_size=1 << 30)
-    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
                           "filter": WINDOW})
     assert result.frame.equals(oracle(path, WINDOW, ["ts", "v"]))
-    assert result.stats["strategy_inputs"]["decoder"] == "pyarrow-pages"
+    assert result.stats.strategy_inputs["decoder"] == "pyarrow-pages"
 
     # The expected pages, read from the file's own page index: those of ``ts`` whose
     # [min, max] meets the window, and of ``v`` those holding any row of those ts pages.
@@ -147,23 +150,23 @@ def test_a_time_window_fetches_only_the_pages_that_overlap_it(tmp_path: Path) ->
     index_reads = [r for r in rec.ranges() if r[0] >= index_start]
     assert len(index_reads) == (1 if index_start < tail_start else 0)
     assert all(r[1] <= tail_start for r in index_reads)
-    from s3slice.parquet.plan import coalesce
+    from s3slice._ranges import coalesce
     assert [r for r in rec.ranges() if r[1] <= index_start] == coalesce(want, 0)
-    assert result.stats["needed_bytes"] == sum(b - a for a, b in want)
-    assert result.stats["rows_in"] == rows_total
+    assert result.stats.needed_bytes == sum(b - a for a, b in want)
+    assert result.stats.rows_in == rows_total
     # A tenth of a row group's pages, not the whole row group.
-    row_group_bytes = result.stats["strategy_inputs"]["page_index"]["row_group_bytes"]
-    assert result.stats["needed_bytes"] < row_group_bytes / 5
+    row_group_bytes = result.stats.strategy_inputs["page_index"]["row_group_bytes"]
+    assert result.stats.needed_bytes < row_group_bytes / 5
 
 
 def test_without_a_page_index_the_row_group_path_is_unchanged(tmp_path: Path) -> None:
     path = write(tmp_path, sorted_table(20_000), write_page_index=False)
     engine, _ = engine_for(tmp_path)
-    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["v"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": ["v"],
                           "filter": WINDOW})
     assert result.frame.equals(oracle(path, WINDOW, ["v"]))
-    assert "page_index" not in result.stats["strategy_inputs"]
-    assert result.stats["strategy_inputs"]["decoder"] != "pyarrow-pages"
+    assert "page_index" not in result.stats.strategy_inputs
+    assert result.stats.strategy_inputs["decoder"] != "pyarrow-pages"
 
 
 def test_a_footer_too_large_to_pay_for_is_not_parsed(tmp_path: Path,
@@ -172,26 +175,26 @@ def test_a_footer_too_large_to_pay_for_is_not_parsed(tmp_path: Path,
     # Four row groups: the footer is over 1/256 of the bytes the window needs.
     path = write(tmp_path, sorted_table(), use_dictionary=["s"])
     parsed: list[str] = []
-    real = s3slice.parquet.pages.thrift_metadata
-    monkeypatch.setattr(s3slice.parquet.pages, "thrift_metadata",
+    real = s3slice.parquet.thrift.thrift_metadata
+    monkeypatch.setattr(s3slice.parquet.thrift, "thrift_metadata",
                         lambda footer, uri: parsed.append(uri) or real(footer, uri))
     engine, _ = engine_for(tmp_path)
-    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
                           "filter": WINDOW})
     assert result.frame.equals(oracle(path, WINDOW, ["ts", "v"]))
-    page_index = result.stats["strategy_inputs"]["page_index"]
+    page_index = result.stats.strategy_inputs["page_index"]
     assert page_index == {"used": False, "footer_bytes": page_index["footer_bytes"],
-                          "row_group_bytes": result.stats["needed_bytes"]}
-    assert page_index["footer_bytes"] > SHIPPED_FOOTER_SHARE * result.stats["needed_bytes"]
+                          "row_group_bytes": result.stats.needed_bytes}
+    assert page_index["footer_bytes"] > SHIPPED_FOOTER_SHARE * result.stats.needed_bytes
     assert parsed == []
-    assert result.stats["strategy_inputs"]["decoder"] != "pyarrow-pages"
+    assert result.stats.strategy_inputs["decoder"] != "pyarrow-pages"
     # Once parsed (the footer cache keeps the Thrift form), the same footer costs nothing.
     data = path.read_bytes()
-    footer = _plan.parse_footer(data, size=len(data), uri="u")
+    footer = parse_footer(data, size=len(data), uri="u")
     plan = _plan.plan_parquet(footer, columns=["ts", "v"],
                               predicate=analyze(Query(filter=WINDOW)).predicate, uri="u")
     assert not s3slice.parquet.pages.parse_pays(footer, plan)
-    s3slice.parquet.pages.thrift_metadata(footer, "u")
+    s3slice.parquet.thrift.thrift_metadata(footer, "u")
     assert s3slice.parquet.pages.parse_pays(footer, plan)
 
 
@@ -199,13 +202,13 @@ def test_pages_are_not_used_when_they_save_too_little(tmp_path: Path) -> None:
     path = write(tmp_path, sorted_table(20_000))
     engine, _ = engine_for(tmp_path, page_index_ratio=0.8)
     where = "v >= 0"  # every page may match
-    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
+    result = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": ["ts", "v"],
                           "filter": where})
     assert result.frame.equals(oracle(path, where, ["ts", "v"]))
-    page_index = result.stats["strategy_inputs"]["page_index"]
+    page_index = result.stats.strategy_inputs["page_index"]
     assert page_index["used"] is False
     assert page_index["pages_kept"] == page_index["pages_total"]
-    assert result.stats["strategy_inputs"]["decoder"] != "pyarrow-pages"
+    assert result.stats.strategy_inputs["decoder"] != "pyarrow-pages"
 
 
 def typed_table(n: int) -> pa.Table:
@@ -266,13 +269,13 @@ def test_types_codecs_and_encodings_equal_the_oracle(tmp_path: Path, where: str,
                  data_page_size=2048, **options)
     engine, _ = engine_for(tmp_path)
     columns = ["i32", "s", "ts_tz", "ts_s", "f64"]
-    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": columns,
+    result = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": columns,
                           "filter": where})
     want = oracle(path, where, columns)
     assert result.frame.equals(want), (where, result.frame, want)
     pushed = P.columns_of(analyze(Query(filter=where)).predicate)
-    if pushed and result.stats["row_groups_read"]:
-        assert result.stats["strategy_inputs"]["page_index"]["pages_total"] > 0
+    if pushed and result.stats.row_groups_read:
+        assert result.stats.strategy_inputs["page_index"]["pages_total"] > 0
 
 
 def test_a_corrupt_offset_index_is_a_format_error(tmp_path: Path) -> None:
@@ -286,7 +289,7 @@ def test_a_corrupt_offset_index_is_a_format_error(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     engine, _ = engine_for(tmp_path)
     with pytest.raises(ObjectFormatError, match="offset index|OffsetIndex"):
-        engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["v"],
+        read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": ["v"],
                      "filter": "ts < TIMESTAMP '2024-01-01 00:10:00'"})
 
 
@@ -317,7 +320,7 @@ def test_page_reads_equal_polars(frame: pl.DataFrame, where: str, group_rows: in
                      max_rows_per_page=page_rows, data_page_version=version,
                      use_dictionary=dictionary)
         engine, _ = engine_for(Path(root), footer_size=256)
-        got = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": columns,
+        got = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": columns,
                            "filter": where}).frame
         del path
     want = frame.filter(pl.sql_expr(where)).select(columns)
@@ -334,9 +337,9 @@ def test_nested_schemas_keep_the_row_group_path(tmp_path: Path, nested: pa.Array
     path = write(tmp_path, table, row_group_size=2000, data_page_size=512)
     engine, _ = engine_for(tmp_path)
     where = "i BETWEEN 100 AND 120"
-    result = engine.read({"source": f"s3://{BUCKET}/p.parquet", "filter": where})
+    result = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "filter": where})
     assert result.frame.equals(pl.read_parquet(path).filter(pl.sql_expr(where)))
-    assert "page_index" not in result.stats["strategy_inputs"]
+    assert "page_index" not in result.stats.strategy_inputs
 
 
 
@@ -354,13 +357,13 @@ def test_a_footer_longer_than_the_first_read_costs_one_more_get_of_only_what_is_
                       for group in thrift_footer(data).row_groups for chunk in group.columns)
     assert len(data) - footer_length - index_start <= footer_size  # within the retry's reach
     engine, rec = engine_for(tmp_path, footer_size=footer_size)
-    got = engine.read({"source": f"s3://{BUCKET}/p.parquet", "columns": ["c0"],
+    got = read_request(engine, {"source": f"s3://{BUCKET}/p.parquet", "columns": ["c0"],
                        "filter": "c1 BETWEEN 100 AND 120"})
     assert got.frame["c0"].to_list() == list(range(100, 121))
     tail, retry, *data_reads = list(rec)
     assert (tail.kind, tail.start, tail.end) == ("tail", len(data) - footer_size, len(data))
     assert (retry.kind, retry.end) == ("range", len(data) - footer_size)
     assert retry.start == len(data) - footer_length - footer_size
-    assert got.stats["strategy_inputs"]["page_index"]["used"] is True
+    assert got.stats.strategy_inputs["page_index"]["used"] is True
     # Every later read is of data pages, none of the index.
     assert all(c.end <= index_start for c in data_reads), data_reads

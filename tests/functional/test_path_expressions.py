@@ -24,6 +24,7 @@ from s3slice import (
     Settings,
     UnknownColumnError,
 )
+from tests.support import read_request
 
 BUCKET = "nested"
 N = 600
@@ -62,7 +63,7 @@ def run(root: Path, source: str, **query: object) -> tuple[pl.DataFrame, Recordi
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(memory_mb=1024), fetcher=fetcher,
                     footer_cache=FooterCache(1 << 20))
-    return engine.read({"source": f"s3://{BUCKET}/{source}", **query}).frame, fetcher
+    return read_request(engine, {"source": f"s3://{BUCKET}/{source}", **query}).frame, fetcher
 
 
 def field(path: str) -> pl.Expr:
@@ -144,7 +145,7 @@ def test_only_the_root_column_is_fetched(root: Path, table: pl.DataFrame) -> Non
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(memory_mb=1024), fetcher=fetcher,
                     footer_cache=FooterCache(1 << 20))
-    result = engine.read({"source": f"s3://{BUCKET}/r.parquet",
+    result = read_request(engine, {"source": f"s3://{BUCKET}/r.parquet",
                           "sql": f"SELECT s.b.c {S3} WHERE s.b.d.e = 1"})
     assert result.frame["c"].to_list() == table.filter(field("b.d.e") == 1)[
         "b"].struct.field("c").to_list()
@@ -155,7 +156,7 @@ def test_only_the_root_column_is_fetched(root: Path, table: pl.DataFrame) -> Non
             col = md.row_group(g).column(i)
             root_name = col.path_in_schema.split(".")[0]
             sizes[root_name] = sizes.get(root_name, 0) + col.total_compressed_size
-    assert result.stats["needed_bytes"] == sizes["b"]
+    assert result.stats.needed_bytes == sizes["b"]
     assert sizes["blob"] > 20 * sizes["b"]
 
 
@@ -187,13 +188,13 @@ def test_a_path_reads_only_the_leaves_it_names(root: Path, table: pl.DataFrame, 
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(memory_mb=1024, strategy="ranges"), fetcher=fetcher,
                     footer_cache=FooterCache(1 << 20))
-    result = engine.read({"source": f"s3://{BUCKET}/r.parquet", "sql": sql})
+    result = read_request(engine, {"source": f"s3://{BUCKET}/r.parquet", "sql": sql})
     md = pq.ParquetFile(root / BUCKET / "r.parquet").metadata
     sizes: dict[str, int] = {}
     for g in range(md.num_row_groups):
         for i in range(md.num_columns):
             col = md.row_group(g).column(i)
             sizes[col.path_in_schema] = sizes.get(col.path_in_schema, 0) + col.total_compressed_size
-    assert result.stats["needed_bytes"] == sum(sizes[leaf] for leaf in leaves)
+    assert result.stats.needed_bytes == sum(sizes[leaf] for leaf in leaves)
     want, _ = run(root, "r.jsonl", sql=sql)
     assert result.frame.to_dicts() == want.to_dicts()

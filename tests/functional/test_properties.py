@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice import Engine, FooterCache, LocalFetcher, Settings
+from tests.support import read_request
 from tests.unit.test_pruning import frame_st, predicate_st
 
 COLUMNS = ["i", "f", "s", "d"]
@@ -31,7 +32,7 @@ def test_the_engine_equals_polars(frame: pl.DataFrame, where: str, group_rows: i
         engine = Engine(Settings(memory_mb=1024, strategy=strategy, memory_budget_mb=1,
                                  footer_size=256),
                         fetcher=LocalFetcher(root), footer_cache=FooterCache(0))
-        got = engine.read({"source": "s3://b/t.parquet", "columns": columns,
+        got = read_request(engine, {"source": "s3://b/t.parquet", "columns": columns,
                            "filter": where}).frame
     want = frame.filter(pl.sql_expr(where)).select(columns)
     assert got.equals(want), (where, got, want)

@@ -30,6 +30,7 @@ from s3slice import (
     Settings,
     UnknownColumnError,
 )
+from tests.support import read_request
 
 BUCKET = "data"
 SOURCE = f"s3://{BUCKET}/t.parquet"
@@ -63,7 +64,7 @@ def root(tmp_path_factory: pytest.TempPathFactory, table: pl.DataFrame) -> Path:
 def run(root: Path, sql: str) -> tuple[pl.DataFrame, RecordingFetcher]:
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(memory_mb=2048), fetcher=fetcher, footer_cache=FooterCache(1 << 20))
-    return engine.read({"source": SOURCE, "sql": sql}).frame, fetcher
+    return read_request(engine, {"source": SOURCE, "sql": sql}).frame, fetcher
 
 
 c = pl.col
@@ -228,12 +229,12 @@ def test_a_parse_error_is_plain_text_naming_the_token(root: Path) -> None:
     engine = Engine(Settings(memory_mb=2048), fetcher=LocalFetcher(root))
     for request in ({"sql": "SELEC id FROM s3object"}, {"filter": "id >"}):
         with pytest.raises(FilterSyntaxError) as info:
-            engine.read({"source": SOURCE, **request})
+            read_request(engine, {"source": SOURCE, **request})
         message = info.value.message
         assert "\x1b" not in message and "\n" not in message, message
         assert message.startswith(("sql: cannot parse", "filter: cannot parse")), message
     with pytest.raises(FilterSyntaxError, match="near 'FROM'"):
-        engine.read({"source": SOURCE, "sql": "SELEC id FROM s3object"})
+        read_request(engine, {"source": SOURCE, "sql": "SELEC id FROM s3object"})
 
 
 @pytest.mark.parametrize("request_", [
@@ -251,7 +252,8 @@ def test_text_timestamps_in_where(tmp_path: Path, request_: dict[str, object]) -
     (tmp_path / BUCKET / "ts.csv").write_text(
         "id,ts\n" + "".join(f"{i},{t}\n" for i, t in enumerate(stamps)))
     engine = Engine(Settings(memory_mb=2048), fetcher=LocalFetcher(tmp_path))
-    got = engine.read({"source": f"s3://{BUCKET}/ts.csv", "input": "csv", **request_}).frame
+    got = read_request(engine, {"source": f"s3://{BUCKET}/ts.csv", "input": "csv",
+                                **request_}).frame
     assert sorted(got["id"].to_list()) == [i for i, t in enumerate(stamps)
                                            if dt.datetime.fromisoformat(t)
                                            < dt.datetime(2024, 3, 1)]
@@ -292,7 +294,7 @@ def test_bad_queries_fail_before_reading_data(root: Path, sql: str, error: type[
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(memory_mb=2048), fetcher=fetcher, footer_cache=FooterCache(1 << 20))
     with pytest.raises(error, match=message):
-        engine.read({"source": SOURCE, "sql": sql})
+        read_request(engine, {"source": SOURCE, "sql": sql})
     if error is not QueryError:  # a type error shows only once the data's types are known
         assert not fetcher.ranges()
 
@@ -306,5 +308,5 @@ def test_bad_queries_fail_before_reading_data(root: Path, sql: str, error: type[
 def test_bad_requests(root: Path, request_: dict[str, object], field: str) -> None:
     engine = Engine(Settings(memory_mb=2048), fetcher=LocalFetcher(root))
     with pytest.raises(RequestError) as info:
-        engine.read({"source": SOURCE, **request_})
+        read_request(engine, {"source": SOURCE, **request_})
     assert info.value.field == field

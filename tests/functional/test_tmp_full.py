@@ -15,6 +15,7 @@ import pytest
 import s3slice.fetch.image
 from s3slice import Engine, LocalFetcher, S3SliceTransientError, Settings
 from s3slice._demo import sample_table
+from tests.support import read_request
 
 BUCKET = "data"
 
@@ -52,7 +53,7 @@ def test_a_directory_filling_up_mid_read_is_a_typed_error(
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(s3slice.fetch.image.os, "pwrite", full)
     with pytest.raises(S3SliceTransientError, match="No space left on device") as info:
-        engine(root, **settings).read(request_)
+        read_request(engine(root, **settings), request_)
     assert info.value.retryable
     assert list((root / "scratch").iterdir()) == []
 
@@ -62,10 +63,10 @@ def test_no_free_space_keeps_data_in_memory(root: Path, monkeypatch: pytest.Monk
                                             request_: dict[str, Any],
                                             settings: dict[str, Any]) -> None:
     monkeypatch.setattr(Settings, "tmp_free_bytes", lambda self: 0)
-    result = engine(root, **settings).read(request_)
+    result = read_request(engine(root, **settings), request_)
     table = sample_table(50_000).filter(pl.col("col_1") < 1000)
     assert result.frame.sort("col_1", "col_2").equals(
         table.sort("col_1", "col_2").cast(result.frame.schema))  # type: ignore[arg-type]
-    assert result.stats["strategy"] in ("whole-text", "batches", "ranges")
-    assert result.stats["strategy_inputs"].get("image") in ("memory", None)
+    assert result.stats.strategy in ("whole-text", "batches", "ranges")
+    assert result.stats.strategy_inputs.get("image") in ("memory", None)
     assert list((root / "scratch").iterdir()) == []

@@ -28,7 +28,7 @@ from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
-from s3slice.parquet import plan as _plan
+from s3slice.parquet import footer as _footer
 from s3slice.query.analysis import Analysis
 from tests import malformed
 from tests.support import EVENTS, S3Env
@@ -166,7 +166,7 @@ def _raise(e: BaseException) -> Any:
 
 
 @pytest.mark.parametrize(("phase", "target", "error"), [
-    ("footer", (_plan, "parse_footer"), ObjectFormatError),
+    ("footer", (_footer, "parse_footer"), ObjectFormatError),
     ("execute", (Analysis, "finish"), QueryError),
     ("write", (_output, "serialize"), OutputError),
 ])
@@ -404,5 +404,7 @@ def test_every_shipped_event_sample_succeeds_once_its_objects_exist(
         assert response["objects"] and {o["status"] for o in response["objects"]} == {"ok"}
     elif "Payload" in response:
         assert response["Payload"] == "north,1\neast,3\n"
+    elif "Check" in event:
+        assert response == {"status": "ok", "combines": True}
     else:
         assert response["status"] == "ok" and response["stats"]["rows_out"] > 0

@@ -93,7 +93,7 @@ def test_a_typed_error_is_json_and_exit_2(capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     def invoke(event: Any, context: Any) -> Any:
         raise RequestError("must not be negative, got -1", field="limit")
-    monkeypatch.setattr(cli, "_invoke", invoke)
+    monkeypatch.setattr(cli, "invoke", invoke)
     assert cli.main(["query", "--source", SOURCE, "--columns", "a"]) == 2
     out, err = capsys.readouterr()
     assert json.loads(out) == {"status": "error", "errorType": "RequestError",
@@ -111,7 +111,7 @@ def test_an_unexpected_error_is_json_and_exit_1_without_a_traceback(
         error: Exception) -> None:
     def invoke(event: Any, context: Any) -> Any:
         raise error
-    monkeypatch.setattr(cli, "_invoke", invoke)
+    monkeypatch.setattr(cli, "invoke", invoke)
     assert cli.main(["query", "--source", SOURCE, "--columns", "a"]) == cli.EXIT_UNEXPECTED == 1
     out, err = capsys.readouterr()
     response = json.loads(out)

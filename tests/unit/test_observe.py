@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from s3slice import Stats
 from s3slice.entry.observe import metrics, publish_metrics, record_error, record_stats
 
-STATS = {"objects": 1, "object_bytes": 100, "bytes_fetched": 40, "requests": 2,
-         "rows_in": 10, "rows_out": 3, "timings_ms": {"fetch": 5.0, "total": 9.0},
-         "strategy": "ranges"}
+STATS = Stats(objects=1, object_bytes=100, bytes_fetched=40, requests=2, rows_in=10,
+              rows_out=3, timings_ms={"fetch": 5.0, "total": 9.0}, strategy="ranges")
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice import Query
-from s3slice.parquet.plan import parse_footer, prune
+from s3slice.parquet.footer import parse_footer
+from s3slice.parquet.plan import prune
 from s3slice.query import predicate as P
 from s3slice.query.analysis import analyze
 

@@ -18,11 +18,13 @@ import functools
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
+
+from s3slice.engine.results import Stats
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "s3slice")
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "s3slice")
@@ -36,7 +38,7 @@ PHASE_METRICS = {"plan": "PlanTime", "fetch": "FetchTime", "execute": "ExecuteTi
                  "write": "WriteTime", "total": "TotalTime"}
 
 
-def record_stats(stats: Mapping[str, Any]) -> None:
+def record_stats(stats: Stats) -> None:
     """One invocation's (or one object's) stats as metrics.
 
     Nothing is added when metrics are off: Powertools would keep the values across warm
@@ -45,19 +47,17 @@ def record_stats(stats: Mapping[str, Any]) -> None:
     """
     if not metrics_enabled():
         return
-    metrics.add_metric(name="Objects", unit=MetricUnit.Count, value=stats.get("objects", 0))
-    metrics.add_metric(name="ObjectBytes", unit=MetricUnit.Bytes,
-                       value=stats.get("object_bytes", 0))
-    metrics.add_metric(name="BytesFetched", unit=MetricUnit.Bytes,
-                       value=stats.get("bytes_fetched", 0))
-    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=stats.get("requests", 0))
-    metrics.add_metric(name="RowsIn", unit=MetricUnit.Count, value=stats.get("rows_in", 0))
-    metrics.add_metric(name="RowsOut", unit=MetricUnit.Count, value=stats.get("rows_out", 0))
-    for phase, ms in stats.get("timings_ms", {}).items():
+    metrics.add_metric(name="Objects", unit=MetricUnit.Count, value=stats.objects)
+    metrics.add_metric(name="ObjectBytes", unit=MetricUnit.Bytes, value=stats.object_bytes)
+    metrics.add_metric(name="BytesFetched", unit=MetricUnit.Bytes, value=stats.bytes_fetched)
+    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=stats.requests)
+    metrics.add_metric(name="RowsIn", unit=MetricUnit.Count, value=stats.rows_in)
+    metrics.add_metric(name="RowsOut", unit=MetricUnit.Count, value=stats.rows_out)
+    for phase, ms in stats.timings_ms.items():
         if phase in PHASE_METRICS:
             metrics.add_metric(name=PHASE_METRICS[phase], unit=MetricUnit.Milliseconds,
                                value=ms)
-    for strategy in str(stats.get("strategy", "")).split("+"):
+    for strategy in stats.strategy.split("+"):
         if strategy:
             _single("ObjectsByStrategy", "Strategy", strategy)
 

@@ -29,11 +29,21 @@ from typing import Any
 import polars as pl
 
 from s3slice._errors import RequestError, ResultTooLargeError
-from s3slice._model import ObjectRef, OutputSpec, Query, Request, one_char, parse_output
-from s3slice._output import MAX_INLINE_BYTES, output_key
+from s3slice._model import (
+    Compression,
+    InputSpec,
+    ObjectRef,
+    OutputSpec,
+    Query,
+    Request,
+    one_char,
+    parse_output,
+)
+from s3slice._output import MAX_INLINE_BYTES, output_key, put_all, timed_write
 from s3slice.engine.engine import Engine
-from s3slice.query.analysis import s3select_names
-from s3slice.text.formats import Compression, InputSpec
+from s3slice.engine.results import Stats
+from s3slice.entry.observe import record_stats
+from s3slice.query.sql import s3select_names
 
 SELECT_FIELDS = frozenset({"Bucket", "Key", "Expression", "ExpressionType",
                            "InputSerialization", "OutputSerialization", "ScanRange",
@@ -191,25 +201,30 @@ def run_select(event: Mapping[str, Any], *, engine: Engine) -> dict[str, Any]:
     result = engine.read(request)
     payload, fmt = serialize_records(s3select_named(result.frame, expression),
                                      event.get("OutputSerialization"))
-    stats = result.stats
-    response: dict[str, Any] = {
-        "Stats": {"BytesScanned": stats["bytes_fetched"],
-                  "BytesProcessed": stats["needed_bytes"], "BytesReturned": len(payload)},
-        "stats": stats}
     if output is None:
         if len(payload) > MAX_INLINE_BYTES:
             raise ResultTooLargeError(
                 f"the records are {len(payload)} bytes; at most {MAX_INLINE_BYTES} are "
                 "returned inline. Give an output location", field="OutputSerialization")
-        response["Payload"] = payload.decode()
-        return response
+        record_stats(result.stats)
+        return {**_answer(result.stats, len(payload)), "Payload": payload.decode()}
     source = request.sources[0]
     assert isinstance(source, ObjectRef)
     target = OutputSpec(uri=output.uri, format="csv" if fmt == "csv" else "json",
                         compression="none")
     out_key = output_key(target, request, source)
-    engine.deadline()
-    engine.fetcher.put(target.bucket, out_key, payload)
-    response["outputs"] = [{"uri": f"s3://{target.bucket}/{out_key}", "rows":
-                            result.frame.height, "bytes": len(payload), "format": fmt}]
-    return response
+
+    def write() -> list[dict[str, Any]]:
+        put_all(engine, target.bucket, [(out_key, lambda: payload)])
+        return [{"uri": f"s3://{target.bucket}/{out_key}", "rows": result.frame.height,
+                 "bytes": len(payload), "format": fmt}]
+    outputs, stats = timed_write(engine, result, write)
+    record_stats(stats)
+    return {**_answer(stats, len(payload)), "outputs": outputs}
+
+
+def _answer(stats: Stats, returned: int) -> dict[str, Any]:
+    """S3 Select's ``Stats`` and the service's own."""
+    return {"Stats": {"BytesScanned": stats.bytes_fetched, "BytesProcessed": stats.needed_bytes,
+                      "BytesReturned": returned},
+            "stats": stats.to_dict()}

@@ -30,12 +30,14 @@ import pyarrow.parquet as pq
 
 from s3slice._errors import ConfigurationError, ObjectNotFoundError, RequestError
 from s3slice._model import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
-from s3slice._output import output_key, serialize
+from s3slice._output import output_key, put_all, serialize
 from s3slice.contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
 from s3slice.engine.engine import Engine
+from s3slice.engine.results import Stats, summed_counts
 from s3slice.entry.config import Config, parse_query_config
 from s3slice.entry.events import parse_run
-from s3slice.parquet import plan as _plan
+from s3slice.entry.observe import record_stats
+from s3slice.parquet.footer import parse_footer
 from s3slice.query.analysis import Analysis, analyze
 from s3slice.query.split import Split, partial_step, split_for
 
@@ -43,10 +45,6 @@ from s3slice.query.split import Split, partial_step, split_for
 STATS_KEY = b"s3slice.batch_stats"
 #: A partial's footer is small: one suffix GET of this many bytes holds it.
 STATS_READ = 256 * 1024
-#: Batch stats summed into the reduce's own.
-SUMMED = ("objects", "objects_pruned", "object_bytes", "row_groups", "row_groups_read",
-          "rows_in", "needed_bytes", "bytes_fetched", "requests")
-
 
 def split_of(query: Query) -> tuple[Analysis, Split | None]:
     """The query analysed, and its split (None when it does not combine objects)."""
@@ -74,14 +72,17 @@ def map_batch(objects: Sequence[ObjectRef], query: Query, output: OutputSpec, ru
     table = result.frame.to_arrow()
     table = table.replace_schema_metadata({
         **(table.schema.metadata or {}),
-        STATS_KEY: json.dumps({k: result.stats.get(k, 0) for k in SUMMED}).encode()})
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
-    engine.deadline()
-    engine.fetcher.put(bucket, key, buf.getvalue())
+        STATS_KEY: json.dumps(result.stats.counts()).encode()})
+
+    def parquet() -> bytes:
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        return buf.getvalue()
+    put_all(engine, bucket, [(key, parquet)])
+    record_stats(result.stats)
     return {"status": "ok", "partial": f"s3://{bucket}/{key}",
-            "stats": {**{k: result.stats.get(k, 0) for k in SUMMED},
-                      "rows_out": result.frame.height, "cost": result.stats["cost"]}}
+            "stats": {**result.stats.counts(), "rows_out": result.frame.height,
+                      "cost": dict(result.stats.cost)}}
 
 
 def check(raw: object, *, cfg: Config) -> dict[str, Any]:
@@ -138,23 +139,22 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
     # combined.<hash of the query and the run's partials' location>: one key per run.
     key = output_key(output, Request(sources=(SourceSpec(bucket=bucket, key=prefix),),
                                      query=query, output=output), None)
-    data = serialize(result.frame, output)
-    engine.deadline()
-    engine.fetcher.put(output.bucket, key, data)
-    stats = _summed(found, engine)
+    counts = _summed(found, engine)
+    [size] = put_all(engine, output.bucket, [(key, lambda: serialize(result.frame, output))])
     for ref in found:
         engine.fetcher.delete(bucket, ref.key)
-    stats.update(rows_out=result.frame.height, reduce=result.stats)
+    record_stats(Stats.of_counts(counts, rows_out=result.frame.height))
     return {"status": "ok", "outputs": [{"uri": f"s3://{output.bucket}/{key}",
-                                         "rows": result.frame.height, "bytes": len(data),
+                                         "rows": result.frame.height, "bytes": size,
                                          "format": output.format}],
-            "stats": stats}
+            "stats": {**counts, "rows_out": result.frame.height,
+                      "reduce": result.stats.to_dict()}}
 
 
-def _summed(partials: Sequence[ObjectRef], engine: Engine) -> dict[str, Any]:
+def _summed(partials: Sequence[ObjectRef], engine: Engine) -> dict[str, int]:
     """The batches' stats, summed, from each partial's Parquet metadata (its footer, from
     the footer cache or one suffix GET)."""
-    total = dict.fromkeys(SUMMED, 0)
+    each = []
     for ref in partials:
         cached = engine.footers.newest(ref)
         if cached is not None:
@@ -162,8 +162,6 @@ def _summed(partials: Sequence[ObjectRef], engine: Engine) -> dict[str, Any]:
         else:
             tail = engine.fetcher.get_tail(ref, STATS_READ)
             assert tail is not None
-            metadata = _plan.parse_footer(tail.data, size=tail.size, uri=ref.uri,
-                                          ).metadata.metadata
-        for k, v in json.loads((metadata or {}).get(STATS_KEY, b"{}")).items():
-            total[k] = total.get(k, 0) + v
-    return total
+            metadata = parse_footer(tail.data, size=tail.size, uri=ref.uri).metadata.metadata
+        each.append(json.loads((metadata or {}).get(STATS_KEY, b"{}")))
+    return summed_counts(each)

@@ -172,3 +172,8 @@ class FileImage(_FileBacked):
         super().close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+
+
+def read_at(f: pa.NativeFile, offset: int, nbytes: int) -> bytes:
+    f.seek(offset)
+    return bytes(f.read(nbytes))

@@ -1,20 +1,15 @@
-"""Fetching bytes: one small interface, with S3, local-file and recording implementations.
-
-Ranges are half-open ``(start, end)`` everywhere in the engine. Each fetcher counts its own
-requests and bytes; the integration tests check those counts against what the server saw.
-"""
+"""The S3 fetcher: obstore for ranged GETs, PUTs and listings (boto3 for the keys obstore
+cannot address), S3's errors mapped to the service's typed ones."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from s3slice._errors import (
     AccessDeniedError,
@@ -30,79 +25,16 @@ from s3slice._errors import (
     is_native_panic,
 )
 from s3slice._model import ObjectRef
+from s3slice._ranges import Range
 from s3slice._settings import Settings
+from s3slice.fetch.base import Counters, PartSink, Tail
 from s3slice.fetch.exact import ExactKeys, NotModified, addressable
 
 if TYPE_CHECKING:
     from obstore import GetOptions
     from obstore.store import ClientConfig, RetryConfig, S3Config
 
-Range = tuple[int, int]
-RequestKind = Literal["get", "list", "put", "delete"]
-#: S3 prices LIST with PUT, and DELETE not at all.
-PRICE_TIERS: dict[str, str] = {"get": "get", "list": "put", "put": "put", "delete": "free"}
-# Called with each fetched part as it arrives: (start offset, bytes-like).
-PartSink = Callable[[int, memoryview], None]
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Tail:
-    """The answer to a suffix GET: the last bytes, the object's size and its ETag."""
-
-    data: bytes
-    size: int
-    etag: str | None
-
-
-@dataclasses.dataclass
-class Counters:
-    """Requests and bytes as they happen; requests also by S3's price tier: ``get`` (GET,
-    HEAD), ``put`` (PUT and LIST, priced alike) and ``free`` (DELETE)."""
-
-    requests: int = 0
-    bytes: int = 0
-    by_tier: dict[str, int] = dataclasses.field(
-        default_factory=lambda: dict.fromkeys(PRICE_TIERS.values(), 0))
-    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
-
-    def add(self, nbytes: int, kind: RequestKind = "get") -> None:
-        with self._lock:
-            self.requests += 1
-            self.bytes += nbytes
-            self.by_tier[PRICE_TIERS[kind]] += 1
-
-    def snapshot(self) -> tuple[int, int, dict[str, int]]:
-        with self._lock:
-            return self.requests, self.bytes, dict(self.by_tier)
-
-
-class Fetcher(Protocol):
-    """What the engine needs of storage."""
-
-    counters: Counters
-
-    def get_tail(self, obj: ObjectRef, nbytes: int, *,
-                 if_none_match: str | None = None) -> Tail | None:
-        """The last ``nbytes`` (all of a smaller object) in one request; never a HEAD.
-
-        None when ``if_none_match`` is the object's ETag (it has not changed since).
-        """
-        ...
-
-    def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
-                   sink: PartSink, concurrency: int) -> None:
-        """Fetch every range, in parallel, handing each to ``sink`` as it arrives.
-
-        Raises :class:`PreconditionFailed` if the object's ETag is no longer ``etag``, or
-        its size is not ``obj.size`` (when given).
-        """
-        ...
-
-    def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]: ...
-
-    def put(self, bucket: str, key: str, data: bytes) -> None: ...
-
-    def delete(self, bucket: str, key: str) -> None: ...
 
 
 # --------------------------------------------------------------------------- S3 (obstore)
@@ -376,135 +308,6 @@ def _run_async(coro: Any) -> None:
 # ----------------------------------------------------------------------- local directory
 
 
-class LocalFetcher:
-    """Serves ``s3://bucket/key`` from ``root/bucket/key``: the engine with no network."""
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.counters = Counters()
-
-    def _path(self, obj: ObjectRef) -> Path:
-        path = (self.root / obj.bucket / obj.key).resolve()
-        if not path.is_relative_to(self.root.resolve()):
-            raise ObjectNotFoundError("outside the local root", uri=obj.uri)
-        if not path.is_file():
-            raise ObjectNotFoundError("no such object", uri=obj.uri)
-        return path
-
-    @staticmethod
-    def _etag(path: Path) -> str:
-        st = path.stat()
-        return f'"{st.st_mtime_ns:x}-{st.st_size:x}"'
-
-    def get_tail(self, obj: ObjectRef, nbytes: int, *,
-                 if_none_match: str | None = None) -> Tail | None:
-        path = self._path(obj)
-        if if_none_match is not None and self._etag(path) == if_none_match:
-            self.counters.add(0)
-            return None
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - nbytes))
-            data = f.read()
-        self.counters.add(len(data))
-        return Tail(data=data, size=size, etag=self._etag(path))
-
-    def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
-                   sink: PartSink, concurrency: int) -> None:
-        path = self._path(obj)
-        if ((etag is not None and self._etag(path) != etag)
-                or (obj.size is not None and path.stat().st_size != obj.size)):
-            raise PreconditionFailed(obj.uri)
-        with path.open("rb") as f:
-            for start, end in ranges:
-                data = os.pread(f.fileno(), end - start, start)
-                if len(data) != end - start:
-                    raise S3SliceTransientError(f"{obj.uri}: short read at {start}")
-                self.counters.add(len(data))
-                sink(start, memoryview(data))
-
-    def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
-        base = self.root / bucket
-        refs = [ObjectRef(bucket=bucket, key=p.relative_to(base).as_posix(),
-                          size=p.stat().st_size, etag=self._etag(p))
-                for p in base.rglob("*") if p.is_file()]
-        self.counters.add(0, "list")
-        return sorted((r for r in refs if r.key.startswith(prefix)), key=lambda r: r.key)
-
-    def put(self, bucket: str, key: str, data: bytes) -> None:
-        path = self.root / bucket / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".partial")
-        tmp.write_bytes(data)
-        tmp.replace(path)  # appears whole or not at all, as an S3 PUT does
-        self.counters.add(0, "put")
-
-    def delete(self, bucket: str, key: str) -> None:
-        (self.root / bucket / key).unlink(missing_ok=True)
-        self.counters.add(0, "delete")
-
-
 # ------------------------------------------------------------------------------ recording
 
 
-@dataclasses.dataclass(frozen=True)
-class Call:
-    kind: str  # "tail" | "range" | "list" | "put"
-    uri: str
-    start: int = 0
-    end: int = 0
-
-
-class RecordingFetcher:
-    """Wraps a fetcher and records every request, so tests can assert exact ranges."""
-
-    def __init__(self, inner: Fetcher) -> None:
-        self.inner = inner
-        self.calls: list[Call] = []
-        self.batches: list[int] = []  # bytes asked for by each get_ranges call
-        self._lock = threading.Lock()
-
-    @property
-    def counters(self) -> Counters:
-        return self.inner.counters
-
-    def _record(self, call: Call) -> None:
-        with self._lock:
-            self.calls.append(call)
-
-    def get_tail(self, obj: ObjectRef, nbytes: int, *,
-                 if_none_match: str | None = None) -> Tail | None:
-        tail = self.inner.get_tail(obj, nbytes, if_none_match=if_none_match)
-        if tail is None:
-            self._record(Call("tail-not-modified", obj.uri))
-        else:
-            self._record(Call("tail", obj.uri, tail.size - len(tail.data), tail.size))
-        return tail
-
-    def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
-                   sink: PartSink, concurrency: int) -> None:
-        def recording_sink(start: int, data: memoryview) -> None:
-            self._record(Call("range", obj.uri, start, start + len(data)))
-            sink(start, data)
-        with self._lock:
-            self.batches.append(sum(end - start for start, end in ranges))
-        self.inner.get_ranges(obj, ranges, etag=etag, sink=recording_sink,
-                              concurrency=concurrency)
-
-    def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
-        self._record(Call("list", f"s3://{bucket}/{prefix}"))
-        return self.inner.list_objects(bucket, prefix)
-
-    def put(self, bucket: str, key: str, data: bytes) -> None:
-        self._record(Call("put", f"s3://{bucket}/{key}", 0, len(data)))
-        self.inner.put(bucket, key, data)
-
-    def delete(self, bucket: str, key: str) -> None:
-        self._record(Call("delete", f"s3://{bucket}/{key}"))
-        self.inner.delete(bucket, key)
-
-    def ranges(self) -> list[Range]:
-        return sorted((c.start, c.end) for c in self.calls if c.kind == "range")
-
-    def __iter__(self) -> Iterator[Call]:
-        return iter(list(self.calls))

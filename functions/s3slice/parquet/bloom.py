@@ -8,7 +8,7 @@ A value whose bits are not all set is certainly absent; the row group is then pr
 ``col = value`` (and for ``IN``, when every listed value is absent).
 
 pyarrow gives each filter's offset and length but does not read it; the header is a Thrift
-``BloomFilterHeader`` (read with :func:`._pages.read_struct`). Only the layout the format
+``BloomFilterHeader`` (read with :func:`._thrift.read_struct`). Only the layout the format
 defines (block algorithm, xxHash, uncompressed) is used; anything else keeps the group.
 """
 
@@ -24,8 +24,9 @@ import pyarrow.parquet as pq
 import xxhash
 
 from s3slice._errors import ObjectFormatError
-from s3slice.parquet import pages as _pages
 from s3slice.parquet import plan as _plan
+from s3slice.parquet import thrift as _thrift
+from s3slice.parquet.footer import MAGIC, Footer
 from s3slice.query import predicate as P
 
 Range = tuple[int, int]
@@ -53,7 +54,7 @@ class BloomFilter:
 def parse(data: bytes, *, uri: str) -> BloomFilter | None:
     """A filter from its header and bitset (the ``bloom_filter_length`` bytes), or None
     when it uses a layout this reader does not know."""
-    header = _pages.read_struct("BloomFilterHeader", data, uri)
+    header = _thrift.read_struct("BloomFilterHeader", data, uri)
     size = header.numBytes
     if not isinstance(size, int) or size <= 0 or size % 32 or size > len(data):
         raise ObjectFormatError(f"corrupt Parquet Bloom filter: {size} bytes in a "
@@ -73,8 +74,8 @@ def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
     """
     physical, logical = col.physical_type, col.logical_type.type
     if physical in ("INT32", "INT64") and logical in ("NONE", "INT"):
-        fmt = _pages.PLAIN[physical][0]
-        fmt = fmt.upper() if _pages.is_unsigned(col) else fmt
+        fmt = _thrift.PLAIN[physical][0]
+        fmt = fmt.upper() if _thrift.is_unsigned(col) else fmt
 
         def integer(v: Any) -> bytes | None:
             if isinstance(v, bool):
@@ -100,7 +101,7 @@ def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
             return struct.pack("<i", (v - _EPOCH).days)
         return date
     if physical == "BYTE_ARRAY":
-        text = _pages.is_text(col)
+        text = _thrift.is_text(col)
 
         def binary(v: Any) -> bytes | None:
             if isinstance(v, str):
@@ -113,7 +114,7 @@ def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
 def _encoders(md: pq.FileMetaData, names: Iterable[str]
               ) -> dict[str, Callable[[Any], bytes | None]]:
     """The literal encoder of each of ``names`` whose type a filter can answer."""
-    positions = _pages.column_positions(md)
+    positions = _thrift.column_positions(md)
     out = {}
     for name in names:
         encode = encoder(md.schema.column(positions[name])) if name in positions else None
@@ -122,7 +123,7 @@ def _encoders(md: pq.FileMetaData, names: Iterable[str]
     return out
 
 
-def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
+def locate(footer: Footer, plan: _plan.Plan, predicate: P.Pred, *,
            uri: str) -> dict[tuple[int, str], Range]:
     """The Bloom filters of the kept row groups for columns compared by ``=`` or IN, of the
     types whose literals can be hashed (the others' filters would be fetched for nothing)."""
@@ -141,7 +142,7 @@ def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
             length = getattr(col, "bloom_filter_length", None)
             if name not in wanted or not offset or not length:
                 continue
-            if offset < len(_plan.MAGIC) or length < 0 or offset + length > footer.data_end:
+            if offset < len(MAGIC) or length < 0 or offset + length > footer.data_end:
                 raise ObjectFormatError(f"corrupt Parquet metadata: the Bloom filter of column "
                                         f"{name!r} of row group {g} lies outside the data",
                                         uri=uri)
@@ -149,7 +150,7 @@ def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
     return out
 
 
-def prune(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred,
+def prune(footer: Footer, plan: _plan.Plan, predicate: P.Pred,
           where: dict[tuple[int, str], Range], read: Callable[[Range], bytes], *,
           uri: str) -> list[int]:
     """The kept row groups that the Bloom filters do not rule out."""

@@ -28,128 +28,30 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 import itertools
 import struct
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3slice import _ranges
 from s3slice._errors import ObjectFormatError
+from s3slice._ranges import Range
 from s3slice.parquet import plan as _plan
+from s3slice.parquet import thrift as _thrift
+from s3slice.parquet.footer import INT96_UNIT, MAGIC, Footer
 from s3slice.query import predicate as P
 
-Range = tuple[int, int]
 #: Index ranges closer than this are read in one GET (whatever ``max_gap`` says).
 INDEX_GAP = 1 << 20
 #: The page index is used only when the footer is at most this share of the row groups'
 #: bytes (see :func:`parse_pays`).
 MAX_FOOTER_SHARE = 1 / 256
 
-#: Plain encoding of the fixed-width physical types: struct format and width.
-PLAIN = {"INT32": ("<i", 4), "INT64": ("<q", 8), "FLOAT": ("<f", 4), "DOUBLE": ("<d", 8)}
-
-
-def is_text(col: pq.ColumnSchema) -> bool:
-    """A BYTE_ARRAY column that holds UTF-8 text (pyarrow's statistics give ``str``)."""
-    return (col.logical_type.type in ("STRING", "ENUM", "JSON")
-            or col.converted_type == "UTF8")
-
-
-def is_unsigned(col: pq.ColumnSchema) -> bool:
-    """An integer column ordered and encoded as unsigned."""
-    return col.logical_type.type == "INT" and "isSigned=false" in str(col.logical_type)
-
-
-def column_positions(md: pq.FileMetaData) -> dict[str, int]:
-    """Each leaf column's path, to its index in every row group."""
-    return {md.schema.column(i).path: i for i in range(md.num_columns)}
-
-
-_LOAD = threading.Lock()
-
-
-@functools.cache
-def _load() -> Any:
-    import thriftpy2
-
-    return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
-                          module_name="s3slice_parquet_thrift")
-
-
-def thrift() -> Any:
-    """The Parquet Thrift module (loaded once: parsing the IDL takes a few hundred ms, and
-    the IDL parser is not thread-safe, so objects read in parallel wait for one load)."""
-    with _LOAD:
-        return _load()
-
-
-def read_struct(struct_name: str, data: bytes, uri: str) -> Any:
-    """One Thrift struct of the Parquet IDL, compact-encoded at the start of ``data``."""
-    from thriftpy2.protocol import TCompactProtocolFactory
-    from thriftpy2.utils import deserialize
-
-    try:
-        factory = TCompactProtocolFactory()  # type: ignore[no-untyped-call]
-        return deserialize(getattr(thrift(), struct_name)(), data, factory)
-    except Exception as e:  # any Thrift failure means a corrupt structure
-        raise ObjectFormatError(f"corrupt Parquet {struct_name}: {e}", uri=uri) from e
-
-
-def thrift_metadata(footer: _plan.Footer, uri: str) -> Any:
-    """The footer as Thrift objects, parsed once per footer (and kept in the footer cache)."""
-    fmd = footer.memo.get("thrift")
-    if fmd is None:
-        fmd = footer.memo.setdefault(
-            "thrift", read_struct("FileMetaData", footer.raw[:-_plan.FOOTER_TRAILER], uri))
-    return fmd
-
-
-def _encode(obj: Any) -> bytes:
-    from thriftpy2.protocol import TCompactProtocolFactory
-    from thriftpy2.utils import serialize
-
-    return bytes(serialize(obj, TCompactProtocolFactory()))  # type: ignore[no-untyped-call]
-
 
 # --------------------------------------------------------------------------- selection
-
-
-class Held:
-    """Fetched byte ranges of one object; any sub-range of one of them can be read back."""
-
-    def __init__(self) -> None:
-        self._pieces: dict[int, memoryview] = {}
-        self._starts: list[int] = []
-        self._lock = threading.Lock()
-
-    def write(self, start: int, data: memoryview) -> None:
-        with self._lock:
-            if start not in self._pieces:
-                bisect.insort(self._starts, start)
-            self._pieces[start] = data
-
-    def read(self, r: Range) -> bytes:
-        """Bytes ``r`` (half-open), which may span neighbouring pieces."""
-        a, b = r
-        out: list[memoryview] = []
-        k = bisect.bisect_right(self._starts, a) - 1
-        pos = a
-        while pos < b:
-            start = self._starts[k] if 0 <= k < len(self._starts) else -1
-            piece = self._pieces.get(start)
-            if piece is None or not start <= pos < start + len(piece):
-                raise KeyError(f"bytes {pos}-{b} of {a}-{b} were not fetched")
-            end = min(b, start + len(piece))
-            out.append(piece[pos - start:end - start])
-            pos = end
-            k += 1
-        return b"".join(out)
-
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -205,7 +107,7 @@ def _flat(md: pq.FileMetaData) -> bool:
                and "." not in c.path for c in columns)
 
 
-def indexed(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred) -> bool:
+def indexed(footer: Footer, plan: _plan.Plan, predicate: P.Pred) -> bool:
     """Whether ``plan`` can be read page by page, from what pyarrow's footer says.
 
     It cannot when the predicate names no column, the schema is nested, or a kept row group
@@ -215,7 +117,7 @@ def indexed(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred) -> bool:
     filters = P.columns_of(predicate)
     if not filters or not plan.row_groups or not _flat(md):
         return False
-    names = list(column_positions(md))
+    names = list(_thrift.column_positions(md))
     if not filters <= set(names):
         return False
     wanted = {*plan.columns, *filters}
@@ -230,7 +132,7 @@ def indexed(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred) -> bool:
     return usable
 
 
-def parse_pays(footer: _plan.Footer, plan: _plan.Plan) -> bool:
+def parse_pays(footer: Footer, plan: _plan.Plan) -> bool:
     """Whether parsing the footer with thriftpy2 (where the index locations are) may pay.
 
     Its compact protocol runs in Python: 0.67 to 0.94 µs a footer byte here (2.5 MB of
@@ -242,14 +144,14 @@ def parse_pays(footer: _plan.Footer, plan: _plan.Plan) -> bool:
     return "thrift" in footer.memo or footer.length <= MAX_FOOTER_SHARE * plan.needed_bytes
 
 
-def locate(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, *,
+def locate(footer: Footer, plan: _plan.Plan, predicate: P.Pred, *,
            uri: str) -> IndexLocations:
     """The page-index ranges a page-level read of ``plan`` needs (one :func:`indexed`
     accepts)."""
     filters = P.columns_of(predicate)
     needed = set(plan.columns)
-    names = list(column_positions(footer.metadata))
-    fmd = thrift_metadata(footer, uri)
+    names = list(_thrift.column_positions(footer.metadata))
+    fmd = _thrift.thrift_metadata(footer, uri)
     column_index: dict[tuple[int, str], Range] = {}
     offset_index: dict[tuple[int, str], Range] = {}
 
@@ -274,15 +176,15 @@ def _values(raw: Sequence[bytes], col: pq.ColumnSchema) -> list[Any] | None:
     logical = col.logical_type.type
     try:
         if col.physical_type == "BYTE_ARRAY":
-            if is_text(col):
+            if _thrift.is_text(col):
                 return [b.decode() for b in raw]
             return list(raw) if logical == "NONE" else None
-        if col.physical_type not in PLAIN:
+        if col.physical_type not in _thrift.PLAIN:
             return None
-        fmt, width = PLAIN[col.physical_type]
+        fmt, width = _thrift.PLAIN[col.physical_type]
         if any(len(b) != width for b in raw):
             return None
-        if is_unsigned(col):
+        if _thrift.is_unsigned(col):
             fmt = fmt.upper()  # unsigned: compared as unsigned (TypeDefinedOrder)
         numbers = [struct.unpack(fmt, b)[0] for b in raw]
         if logical in ("NONE", "INT"):
@@ -342,12 +244,12 @@ def _starts(oi: Any, num_rows: int, where: str, uri: str) -> list[int]:
     return starts
 
 
-def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: IndexLocations,
+def select(footer: Footer, plan: _plan.Plan, predicate: P.Pred, where: IndexLocations,
            index: Callable[[Range], bytes], *, uri: str) -> PagePlan:
     """Keep the segments of each row group whose pages may match, and their pages."""
     md = footer.metadata
     schema = md.schema
-    positions = column_positions(md)
+    positions = _thrift.column_positions(md)
     filters = P.columns_of(predicate)
     segments: dict[int, tuple[Range, ...]] = {}
     chunks: dict[int, tuple[ChunkPages, ...]] = {}
@@ -355,7 +257,8 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
     indexed = {*plan.columns, *filters}  # each has an offset index in every kept row group
     for g in plan.row_groups:
         num_rows = md.row_group(g).num_rows
-        offsets = {name: read_struct("OffsetIndex", index(where.offset_index[(g, name)]), uri)
+        offsets = {name: _thrift.read_struct("OffsetIndex",
+                                             index(where.offset_index[(g, name)]), uri)
                    for name in indexed}
         starts_of = {name: _starts(oi, num_rows, f"column {name!r} of row group {g}", uri)
                      for name, oi in offsets.items()}
@@ -367,7 +270,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
                 continue
             starts = starts_of[name]
             sizes = [b - a for a, b in itertools.pairwise([*starts, num_rows])]
-            ci = read_struct("ColumnIndex", index(r), uri)
+            ci = _thrift.read_struct("ColumnIndex", index(r), uri)
             per_column[name] = (starts, page_stats(ci, schema.column(positions[name]), sizes))
         bounds = sorted({0, num_rows, *(s for starts, _ in per_column.values() for s in starts)})
         kept: list[Range] = []
@@ -409,7 +312,7 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
             cols.append(ChunkPages(column=name, pages=tuple(pages), rows=tuple(rows),
                                    dictionary=(chunk[0], first) if first > chunk[0] else None))
         chunks[g] = tuple(cols)
-    needed = sum(_plan.total(c.ranges) for cs in chunks.values() for c in cs)
+    needed = sum(_ranges.total(c.ranges) for cs in chunks.values() for c in cs)
     return PagePlan(metadata=where.metadata,
                     row_groups=tuple(g for g in plan.row_groups if g in segments),
                     segments=segments, chunks=chunks, needed_bytes=needed,
@@ -422,11 +325,11 @@ def select(footer: _plan.Footer, plan: _plan.Plan, predicate: P.Pred, where: Ind
 def _chunk_file(fmd: Any, g: int, position: int, pages: ChunkPages,
                 read: Callable[[Range], bytes]) -> bytes:
     """A one-column Parquet file of the kept pages of one column chunk."""
-    t = thrift()
-    pieces = [_plan.MAGIC]
+    t = _thrift.thrift()
+    pieces = [MAGIC]
     dict_offset = None
     if pages.dictionary is not None:
-        dict_offset = len(_plan.MAGIC)
+        dict_offset = len(MAGIC)
         pieces.append(read(pages.dictionary))
     data_offset = sum(map(len, pieces))
     pieces.extend(read(r) for r in pages.pages)
@@ -437,23 +340,23 @@ def _chunk_file(fmd: Any, g: int, position: int, pages: ChunkPages,
         type=cc.meta_data.type, encodings=cc.meta_data.encodings,
         path_in_schema=cc.meta_data.path_in_schema, codec=cc.meta_data.codec,
         num_values=rows, total_uncompressed_size=cc.meta_data.total_uncompressed_size,
-        total_compressed_size=size - len(_plan.MAGIC), data_page_offset=data_offset,
+        total_compressed_size=size - len(MAGIC), data_page_offset=data_offset,
         dictionary_page_offset=dict_offset)
-    chunk = t.ColumnChunk(file_offset=len(_plan.MAGIC), meta_data=md)
+    chunk = t.ColumnChunk(file_offset=len(MAGIC), meta_data=md)
     group = t.RowGroup(columns=[chunk], total_byte_size=size, num_rows=rows)
     root = t.SchemaElement(name="schema", num_children=1)
     meta_out = t.FileMetaData(version=fmd.version, schema=[root, fmd.schema[1 + position]],
                               num_rows=rows, row_groups=[group], created_by=fmd.created_by)
-    tail = _encode(meta_out)
-    return b"".join([*pieces, tail, struct.pack("<I", len(tail)), _plan.MAGIC])
+    tail = _thrift.encode(meta_out)
+    return b"".join([*pieces, tail, struct.pack("<I", len(tail)), MAGIC])
 
 
-def decode(footer: _plan.Footer, pages: PagePlan, read: Callable[[Range], bytes],
+def decode(footer: Footer, pages: PagePlan, read: Callable[[Range], bytes],
            schema: pa.Schema, *, uri: str) -> pa.Table:
     """The kept rows of the needed columns (``schema``'s fields), in file order."""
     md = footer.metadata
     fmd = pages.metadata
-    positions = column_positions(md)
+    positions = _thrift.column_positions(md)
     tables: list[pa.Table] = []
     for g in pages.row_groups:
         keep = pages.segments[g]
@@ -462,7 +365,7 @@ def decode(footer: _plan.Footer, pages: PagePlan, read: Callable[[Range], bytes]
             data = _chunk_file(fmd, g, positions[cp.column], cp, read)
             try:
                 column = _rows(pq.read_table(
-                    pa.BufferReader(data), coerce_int96_timestamp_unit=_plan.INT96_UNIT,
+                    pa.BufferReader(data), coerce_int96_timestamp_unit=INT96_UNIT,
                 ).column(0), cp.rows, keep)
             except (OSError, pa.ArrowException, ValueError) as e:
                 raise ObjectFormatError(f"corrupt Parquet data in column {cp.column!r} of "

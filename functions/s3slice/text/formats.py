@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bz2
 import contextlib
-import dataclasses
 import gzip
 import io
 import os
@@ -26,40 +25,14 @@ import polars as pl
 import pyarrow as pa
 
 from s3slice._errors import ObjectFormatError, QueryError, RequestError
+from s3slice._model import Compression, InputFormat, InputSpec
 from s3slice.fetch.image import tmp_dir_error
-
-InputFormat = Literal["parquet", "csv", "json"]
-Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
-COMPRESSIONS: tuple[Compression, ...] = ("auto", "none", "gzip", "bzip2", "zstd")
 
 #: Key extensions that name a text format (checked after a compression extension).
 FORMAT_EXTENSIONS: dict[str, InputFormat] = {
     ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json",
     ".parquet": "parquet", ".pq": "parquet"}
 COMPRESSION_EXTENSIONS = (".gz", ".gzip", ".bz2", ".zst", ".zstd")
-#: Leading bytes of each compressed stream (RFC 1952, bzip2, RFC 8878).
-MAGIC: tuple[tuple[bytes, Compression], ...] = (
-    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\x28\xb5\x2f\xfd", "zstd"))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class InputSpec:
-    """How to read a source object (the S3 Select ``InputSerialization``)."""
-
-    format: InputFormat = "parquet"
-    compression: Compression = "none"
-    # CSV
-    header: Literal["use", "ignore", "none"] = "use"
-    delimiter: str = ","
-    quote: str = '"'
-    comment: str | None = None
-    # JSON: "lines" (one document per line), "document" (an array of records, or one
-    # record), or "auto" (an array when the data starts with "[", else lines)
-    json_type: Literal["lines", "document", "auto"] = "lines"
-    # S3 Select's ScanRange: records that start within [start, end] (end inclusive).
-    scan_range: tuple[int, int | None] | None = None
-    #: Every CSV value is a string, as in S3 Select (``CAST`` to compare as numbers).
-    strings_only: bool = True
 
 
 def input_for_key(key: str, spec: InputSpec | None) -> InputSpec:
@@ -78,6 +51,11 @@ def input_for_key(key: str, spec: InputSpec | None) -> InputSpec:
         return InputSpec(format="parquet")
     return InputSpec(format=fmt, compression="auto", strings_only=False, json_type="auto",
                      delimiter="\t" if name.endswith(".tsv") else ",")
+
+
+#: Leading bytes of each compressed stream (RFC 1952, bzip2, RFC 8878).
+MAGIC: tuple[tuple[bytes, Compression], ...] = (
+    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\x28\xb5\x2f\xfd", "zstd"))
 
 
 def detect_compression(data: bytes) -> Compression:

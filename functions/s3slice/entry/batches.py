@@ -1,0 +1,188 @@
+"""Runs over several objects: a notification's, an SQS message's or a Step Functions
+batch's objects, each queried and written on its own; one failing never stops the others.
+
+- S3 notifications and EventBridge events: the first failure is raised after the others
+  were processed (their outputs are complete and idempotent), so an asynchronous invoke
+  retries and then reaches its failure destination.
+- SQS: each message separately; failed ones are reported in ``batchItemFailures`` so only
+  they are retried (and after ``maxReceiveCount``, land in the dead-letter queue).
+- Step Functions: one item or a Distributed Map batch; the response is kept small for the
+  state payload limit; a failure raises its typed error for ``Retry``/``Catch``. A batch of
+  a combining query writes its partial answer instead (:mod:`s3slice.entry.workflow`).
+
+An object under the output location is never processed (the recursion guard).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import SQSRecord
+
+from s3slice._errors import (
+    ObjectFormatError,
+    S3SliceError,
+    TimeoutBudgetError,
+    first_line,
+    is_native_panic,
+)
+from s3slice._model import ObjectRef, OutputSpec, Query, Request
+from s3slice._output import Answer, run
+from s3slice.engine.engine import Engine
+from s3slice.entry import events as _events
+from s3slice.entry import workflow as _reduce
+from s3slice.entry.config import Config
+from s3slice.entry.observe import logger, record_error, record_stats
+
+#: Step Functions' state payload limit is 256 KiB; responses stay well below it.
+MAX_STATE_RESPONSE_BYTES = 200 * 1024
+
+
+@contextmanager
+def _object_keys(obj: ObjectRef) -> Iterator[None]:
+    logger.append_keys(object=obj.uri)
+    try:
+        yield
+    finally:
+        logger.remove_keys(["object"])
+
+
+def run_object(obj: ObjectRef, query: Query, output: OutputSpec,
+               engine: Engine) -> Answer:
+    """One object, one output: what every triggered run does per object."""
+    with _object_keys(obj):
+        answer = run(Request(sources=(obj,), query=query, output=output), engine=engine)
+        record_stats(answer.stats)
+        logger.info("object done", extra={"stats": answer.stats.to_dict()})
+    return answer
+
+
+def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output: OutputSpec,
+                 engine: Engine, cfg: Config, *, compact: bool) -> dict[str, Any]:
+    """Every object in turn; skipped ones are reported, the first failure is raised last."""
+    results: list[dict[str, Any]] = []
+    failures: list[S3SliceError] = []
+    totals = {"objects": 0, "object_bytes": 0, "bytes_fetched": 0, "requests": 0,
+              "rows_in": 0, "rows_out": 0}
+    spent = {"gb_s": 0.0, "usd": 0.0}  # the objects' cost, summed
+    for obj in objects:
+        if isinstance(obj, _events.Skipped):
+            results.append({"source": obj.uri, "status": "skipped", "reason": obj.reason})
+            continue
+        if cfg.is_output(obj, output):
+            logger.warning("object under the output location skipped (recursion guard)",
+                           extra={"object": obj.uri})
+            results.append({"source": obj.uri, "status": "skipped",
+                            "reason": "under the output location"})
+            continue
+        try:
+            answer = _contained_run(obj, query, output, engine)
+        except TimeoutBudgetError as e:
+            done = [r["source"] for r in results if r["status"] == "ok"]
+            if done:  # no time left for the others either; say what did finish
+                e.message = (f"{e.message} ({len(done)} object(s) before it were processed "
+                             f"and their outputs are complete: {', '.join(done[:5])}"
+                             f"{' …' if len(done) > 5 else ''})")
+                e.args = (e.message,)
+            raise
+        except S3SliceError as e:
+            record_error(type(e).__name__)
+            logger.warning("object failed", extra={"object": obj.uri, "error": e.to_dict()})
+            failures.append(e)
+            results.append({"source": obj.uri, "status": "failed", **e.to_dict()})
+            continue
+        stats = answer.stats
+        for k in totals:
+            totals[k] += getattr(stats, k)
+        for k in spent:
+            spent[k] += stats.cost[k]
+        results.append({"source": obj.uri, "status": "ok",
+                        "outputs": [o["uri"] for o in answer.outputs],
+                        "rows_out": stats.rows_out, "bytes_fetched": stats.bytes_fetched})
+    if failures:
+        first = failures[0]
+        if len(objects) > 1:
+            rest = len(objects) - len(failures)
+            first.message = (f"{first.message} ({len(failures)} of {len(objects)} objects "
+                             f"failed; the other {rest} were processed)" if rest else
+                             f"{first.message} (all {len(objects)} objects failed)")
+            first.args = (first.message,)
+        raise first
+    response = {"status": "ok", "objects": results,
+                "stats": {**totals, "cost": {k: round(v, 12) for k, v in spent.items()}}}
+    return _compact(response) if compact else response
+
+
+def _contained_run(obj: ObjectRef, query: Query, output: OutputSpec,
+                   engine: Engine) -> Answer:
+    """:func:`run_object`, with a native panic from any phase the engine does not type
+    itself an :class:`ObjectFormatError` of this object: one object never takes its batch
+    down."""
+    try:
+        return run_object(obj, query, output, engine)
+    except S3SliceError:
+        raise
+    except BaseException as e:
+        if is_native_panic(e):
+            raise ObjectFormatError(f"a native library failed on it: {first_line(e)}",
+                                    uri=obj.uri) from e
+        raise
+
+
+def _compact(response: dict[str, Any]) -> dict[str, Any]:
+    """Keep a Step Functions result under the state payload limit."""
+    if len(json.dumps(response, separators=(",", ":"))) <= MAX_STATE_RESPONSE_BYTES:
+        return response
+    objects = response["objects"]
+    kept: list[dict[str, Any]] = []
+    size = 1024
+    for o in objects:
+        size += len(json.dumps(o, separators=(",", ":"))) + 1
+        if size > MAX_STATE_RESPONSE_BYTES:
+            break
+        kept.append(o)
+    return {**response, "objects": kept, "objects_omitted": len(objects) - len(kept)}
+
+
+def sqs(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any) -> dict[str, Any]:
+    query, output = cfg.require(what="an SQS event")
+
+    def record_handler(record: SQSRecord) -> None:
+        objects = _events.sqs_body_objects(record)
+        run_objects(objects, query, output, engine, cfg, compact=False)
+
+    # Imported here: Powertools' batch utility costs about 0.2 s of a cold start, and only
+    # an SQS event needs it.
+    from aws_lambda_powertools.utilities.batch import (
+        BatchProcessor,
+        EventType,
+        process_partial_response,
+    )
+
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    result = process_partial_response(event=dict(event), record_handler=record_handler,
+                                      processor=processor, context=context)
+    failed = result.get("batchItemFailures", [])
+    if failed:
+        logger.warning("some messages failed", extra={"failed": [f["itemIdentifier"]
+                                                                 for f in failed]})
+    return dict(result)
+
+
+def step_functions(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any
+                   ) -> dict[str, Any]:
+    """A Distributed Map batch (``Items``) or one item (``Item``)."""
+    kind: _events.Kind = "sfn-batch" if "Items" in event else "sfn-item"
+    batch = _events.parse_batch_input(event.get("BatchInput"))
+    objects = _events.step_functions_objects(event, kind, batch.bucket)
+    query, output = cfg.require(what="a Step Functions input", query=batch.query,
+                                output=batch.output, given_in="BatchInput")
+    if kind == "sfn-batch" and batch.run is not None:
+        mapped = [o for o in objects if not cfg.is_output(o, output)]
+        partial = _reduce.map_batch(mapped, query, output, batch.run, engine) if mapped else None
+        if partial is not None:
+            return partial
+    return run_objects(list(objects), query, output, engine, cfg, compact=True)

@@ -1,0 +1,137 @@
+"""The footer of a Parquet object: parsed by pyarrow from the object's last bytes, with
+the bytes before it that the same suffix read brought (page index, Bloom filters)."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from s3slice._errors import ObjectFormatError
+from s3slice._ranges import Range
+
+MAGIC = b"PAR1"
+
+
+FOOTER_TRAILER = 8  # 4-byte little-endian footer length + magic
+
+
+class FooterTooLarge(Exception):
+    """The tail read holds only part of the footer; ``needed`` bytes from the end will do."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(needed)
+        self.needed = needed
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Footer:
+    metadata: pq.FileMetaData
+    size: int  # object size
+    length: int  # footer length, trailer included
+    raw: bytes = dataclasses.field(repr=False)  # the last ``length`` bytes of the object
+    #: The bytes just before the footer that its suffix read brought too: where writers put
+    #: the page index and Bloom filters, which then cost no request.
+    before: bytes = dataclasses.field(default=b"", repr=False)
+    #: What readers derive from the footer once (the Thrift form of it), kept with it in
+    #: the footer cache across warm invocations.
+    memo: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def data_end(self) -> int:
+        return self.size - self.length
+
+    @property
+    def before_range(self) -> Range:
+        """The bytes of the object ``before`` holds."""
+        return (self.data_end - len(self.before), self.data_end)
+
+    @property
+    def nbytes(self) -> int:
+        """What keeping this footer costs (for the cache's bound)."""
+        return self.length + len(self.before)
+
+    @property
+    def schema_names(self) -> list[str]:
+        return list(self.arrow_schema.names)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema the service reads the object as (see :func:`arrow_schema`)."""
+        schema = self.memo.get("arrow_schema")
+        if schema is None:
+            schema = self.memo.setdefault("arrow_schema", arrow_schema(self))
+        return schema  # type: ignore[no-any-return]
+
+
+#: INT96 timestamps (Spark's) are read at microseconds, as Spark reads them: at
+#: nanoseconds, pyarrow's default, dates past 2262-04-11 overflow.
+INT96_UNIT = "us"
+
+
+def arrow_schema(footer: Footer) -> pa.Schema:
+    """The Arrow schema of the object as its readers decode it, INT96 at :data:`INT96_UNIT`."""
+    reader = pq.ParquetFile(pa.BufferReader(MAGIC + footer.raw), metadata=footer.metadata,
+                            coerce_int96_timestamp_unit=INT96_UNIT)
+    return reader.schema_arrow
+
+
+def nested_columns(md: pq.FileMetaData) -> set[str]:
+    """Top-level columns that are structs, lists or maps (their leaves have a path)."""
+    return {md.schema.column(i).path.split(".")[0] for i in range(md.num_columns)
+            if "." in md.schema.column(i).path or md.schema.column(i).max_repetition_level}
+
+
+def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> Footer:
+    """Parse the footer held by the last ``len(tail)`` bytes of an object of ``size`` bytes.
+
+    pyarrow does the parsing; only the eight-byte trailer that frames it is read here. Up to
+    ``keep_before`` bytes of ``tail`` before the footer are kept (``Footer.before``).
+    """
+    if size < len(MAGIC) + FOOTER_TRAILER:
+        raise ObjectFormatError(f"not a Parquet object: {size} bytes is too small", uri=uri)
+    if len(tail) < FOOTER_TRAILER or tail[-4:] != MAGIC:
+        raise ObjectFormatError("not a Parquet object: no PAR1 magic at its end", uri=uri)
+    (footer_len,) = struct.unpack("<I", tail[-8:-4])
+    total = footer_len + FOOTER_TRAILER
+    if total + len(MAGIC) > size:
+        raise ObjectFormatError(f"corrupt Parquet footer: it claims {footer_len} bytes in a "
+                                f"{size}-byte object", uri=uri)
+    if total > len(tail):
+        raise FooterTooLarge(total)
+    framed = MAGIC + tail[len(tail) - total:]
+    try:
+        metadata = pq.read_metadata(pa.BufferReader(framed))
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise ObjectFormatError(f"corrupt Parquet footer: {e}", uri=uri) from e
+    kept = min(keep_before, len(tail) - total)
+    return Footer(metadata=metadata, size=size, length=total, raw=framed[len(MAGIC):],
+                  before=bytes(tail[len(tail) - total - kept:len(tail) - total]))
+
+
+def magic_checked(sink: Callable[[int, memoryview], None], uri: str
+                  ) -> Callable[[int, memoryview], None]:
+    """``sink``, checking the leading ``PAR1`` of the part that starts the object."""
+    def check(start: int, data: memoryview) -> None:
+        magic = MAGIC
+        if start == 0 and len(data) >= len(magic) and data[:len(magic)] != magic:
+            raise ObjectFormatError("not a Parquet object: no PAR1 magic at its start", uri=uri)
+        sink(start, data)
+    return check
+
+
+def footer_of(tail: bytes, size: int, before: Callable[[int, int], bytes], *, uri: str,
+              keep_before: int) -> Footer:
+    """The footer of an object of ``size`` bytes from its last bytes ``tail``; when the
+    footer is longer, ``before(start, end)`` brings the bytes missing in front of the tail
+    (and ``keep_before`` more, where the page index and Bloom filters are)."""
+    try:
+        return parse_footer(tail, size=size, uri=uri, keep_before=keep_before)
+    except FooterTooLarge as more:
+        start = max(0, size - more.needed - keep_before)
+        whole = before(start, size - len(tail)) + tail
+        return parse_footer(whole, size=size, uri=uri, keep_before=keep_before)

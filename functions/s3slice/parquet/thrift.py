@@ -1,0 +1,82 @@
+"""Parquet's Thrift structures, read with thriftpy2 from the format's own IDL
+(``parquet.thrift``, from apache/parquet-format), and the column facts the page index and
+Bloom filters share. pyarrow does not expose the page index's or Bloom filters' Thrift
+structures, so they are read here.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from s3slice._errors import ObjectFormatError
+from s3slice.parquet import footer as _footer
+
+#: Plain encoding of the fixed-width physical types: struct format and width.
+PLAIN = {"INT32": ("<i", 4), "INT64": ("<q", 8), "FLOAT": ("<f", 4), "DOUBLE": ("<d", 8)}
+
+
+def is_text(col: pq.ColumnSchema) -> bool:
+    """A BYTE_ARRAY column that holds UTF-8 text (pyarrow's statistics give ``str``)."""
+    return (col.logical_type.type in ("STRING", "ENUM", "JSON")
+            or col.converted_type == "UTF8")
+
+
+def is_unsigned(col: pq.ColumnSchema) -> bool:
+    """An integer column ordered and encoded as unsigned."""
+    return col.logical_type.type == "INT" and "isSigned=false" in str(col.logical_type)
+
+
+def column_positions(md: pq.FileMetaData) -> dict[str, int]:
+    """Each leaf column's path, to its index in every row group."""
+    return {md.schema.column(i).path: i for i in range(md.num_columns)}
+
+
+_LOAD = threading.Lock()
+
+
+@functools.cache
+def _load() -> Any:
+    import thriftpy2
+
+    return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
+                          module_name="s3slice_parquet_thrift")
+
+
+def thrift() -> Any:
+    """The Parquet Thrift module (loaded once: parsing the IDL takes a few hundred ms, and
+    the IDL parser is not thread-safe, so objects read in parallel wait for one load)."""
+    with _LOAD:
+        return _load()
+
+
+def read_struct(struct_name: str, data: bytes, uri: str) -> Any:
+    """One Thrift struct of the Parquet IDL, compact-encoded at the start of ``data``."""
+    from thriftpy2.protocol import TCompactProtocolFactory
+    from thriftpy2.utils import deserialize
+
+    try:
+        factory = TCompactProtocolFactory()  # type: ignore[no-untyped-call]
+        return deserialize(getattr(thrift(), struct_name)(), data, factory)
+    except Exception as e:  # any Thrift failure means a corrupt structure
+        raise ObjectFormatError(f"corrupt Parquet {struct_name}: {e}", uri=uri) from e
+
+
+def thrift_metadata(footer: _footer.Footer, uri: str) -> Any:
+    """The footer as Thrift objects, parsed once per footer (and kept in the footer cache)."""
+    fmd = footer.memo.get("thrift")
+    if fmd is None:
+        fmd = footer.memo.setdefault(
+            "thrift", read_struct("FileMetaData", footer.raw[:-_footer.FOOTER_TRAILER], uri))
+    return fmd
+
+
+def encode(obj: Any) -> bytes:
+    from thriftpy2.protocol import TCompactProtocolFactory
+    from thriftpy2.utils import serialize
+
+    return bytes(serialize(obj, TCompactProtocolFactory()))  # type: ignore[no-untyped-call]

@@ -1,0 +1,83 @@
+"""Reading one CSV or JSON object for a query: the whole object in parallel parts (the
+first GET learns the size and brings the tail), then parsed by polars with the row filter.
+
+One larger than that first GET is scanned lazily, the filter applied as it is parsed: from
+memory when it is at most a quarter of the memory budget (polars parses an in-memory
+source on every core), else from a file in /tmp when there is room for it (compressed
+content is decompressed into /tmp by streaming). A small one, a scan range or a JSON
+document is parsed whole.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from s3slice import _ranges
+from s3slice._model import InputSpec, ObjectRef
+from s3slice._read import Io, ObjectResult, Timings
+from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
+from s3slice.query.analysis import Analysis, collect
+from s3slice.text.formats import (
+    collect_text,
+    decompress,
+    decompressed_file,
+    detect_compression,
+    read_text,
+    scan_text,
+    streamable,
+)
+
+
+class TextReader:
+    """Reads CSV and JSON objects through ``io``, as ``spec`` says."""
+
+    def __init__(self, io: Io, spec: InputSpec) -> None:
+        self.io = io
+        self.spec = spec
+
+    def read(self, obj: ObjectRef, analysis: Analysis, timings: Timings) -> ObjectResult:
+        s, spec = self.io.settings, self.spec
+        self.io.deadline()
+        with timings.phase("fetch"):
+            tail = self.io.fetcher.get_tail(obj, s.footer_size)
+        assert tail is not None  # asked with no If-None-Match
+        size = tail.size
+        tmp_free = s.tmp_free_bytes()
+        lazy = len(tail.data) < size and streamable(spec)
+        to_tmp = lazy and size > s.memory_budget_bytes // 4 and size * 4 <= tmp_free
+        image: Image = FileImage(size, s.tmp_dir) if to_tmp else MemoryImage(size)
+        try:
+            with timings.phase("fetch"):
+                head = size - len(tail.data)
+                image.write(head, memoryview(tail.data))
+                self.io.fetch(obj, _ranges.parts([(0, head)], s) if head else [], tail.etag,
+                              image.write)
+            self.io.deadline()
+            with timings.phase("execute"):
+                with image.source() as f:
+                    compression = (detect_compression(read_at(f, 0, min(size, 4)))
+                                   if spec.compression == "auto" else spec.compression)
+                lazy = lazy and (compression == "none" or size * 4 <= tmp_free)
+                if lazy:
+                    with decompressed_file(image.reader_source(), compression, s.tmp_dir,
+                                           uri=obj.uri) as source:
+                        lf = scan_text(source, spec, uri=obj.uri)
+                        analysis.needed_columns(lf.collect_schema().names(), source=obj.uri)
+                        rows_in = int(collect_text(lf.select(pl.len()), spec,
+                                                   uri=obj.uri).item())
+                        frame = collect_text(analysis.prefilter(lf), spec, uri=obj.uri)
+                else:
+                    with image.source() as f:
+                        raw = read_at(f, 0, size)
+                    data = read_text(decompress(raw, compression, uri=obj.uri), spec,
+                                     uri=obj.uri)
+                    analysis.needed_columns(data.columns, source=obj.uri)
+                    rows_in = data.height
+                    frame = collect(analysis.prefilter(data.lazy()))
+        finally:
+            image.close()
+        return ObjectResult(obj=obj, frame=frame, size=size, row_groups=0, row_groups_read=0,
+                            rows_in=rows_in, needed_bytes=size, strategy="whole-text",
+                            inputs={"object_bytes": size, "format": spec.format,
+                                    "compression": compression, "streamed": lazy,
+                                    "image": "tmp" if to_tmp else "memory"})
