@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+import s3slice.text.reader
 from s3slice import Engine, FooterCache, LocalFetcher, ObjectFormatError, RecordingFetcher, Settings
 from tests.support import read_request
 
@@ -94,6 +95,25 @@ def test_format_from_extension_and_compression_from_magic(
     assert result.stats.bytes_fetched == (tmp_path / BUCKET / uri[len("s3://data/"):]
                                              ).stat().st_size
     assert rec.calls[0].kind == "tail"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_streamed_object_is_parsed_once_and_every_row_counted(
+        tmp_path: Path, frame: pl.DataFrame, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[pl.LazyFrame] = []
+    real = s3slice.text.reader.collect_text
+
+    def collect(lf: pl.LazyFrame, *args: Any, **kwargs: Any) -> pl.DataFrame:
+        runs.append(lf)
+        return real(lf, *args, **kwargs)
+    monkeypatch.setattr(s3slice.text.reader, "collect_text", collect)
+    uri = put(tmp_path, f"in/t.{fmt}", encode(frame, fmt))
+    engine, _ = engine_for(tmp_path)
+    result = read_request(engine, {"source": uri, "filter": "amount > 100"})
+    assert result.stats.strategy_inputs["streamed"] is True
+    assert len(runs) == 1
+    assert result.stats.rows_in == frame.height
+    assert result.frame.equals(frame.filter(pl.col("amount") > 100))
 
 
 @pytest.mark.parametrize("codec", sorted(CODECS))

@@ -237,10 +237,11 @@ def _scan_json(path: str | bytes, json_type: str) -> pl.LazyFrame:
     return pl.scan_ndjson(path)
 
 
-def collect_text(lf: pl.LazyFrame, spec: InputSpec, *, uri: str) -> pl.DataFrame:
+def collect_text(lf: pl.LazyFrame, spec: InputSpec, *, uri: str,
+                 streaming: bool = False) -> pl.DataFrame:
     """Run a scan: a parse failure is the object's fault, anything else the query's."""
     try:
-        return lf.collect()
+        return lf.collect(engine="streaming" if streaming else "auto")
     except (pl.exceptions.ComputeError, pl.exceptions.NoDataError, UnicodeDecodeError) as e:
         raise _format_error(e, spec, uri) from e
     except pl.exceptions.PolarsError as e:

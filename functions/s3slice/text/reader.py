@@ -62,10 +62,9 @@ class TextReader:
                     with decompressed_file(image.reader_source(), compression, s.tmp_dir,
                                            uri=obj.uri) as source:
                         lf = scan_text(source, spec, uri=obj.uri)
-                        analysis.needed_columns(lf.collect_schema().names(), source=obj.uri)
-                        rows_in = int(collect_text(lf.select(pl.len()), spec,
-                                                   uri=obj.uri).item())
-                        frame = collect_text(analysis.prefilter(lf), spec, uri=obj.uri)
+                        schema = lf.collect_schema()
+                        analysis.needed_columns(schema.names(), source=obj.uri)
+                        frame, rows_in = _counted(analysis, lf, schema, spec, obj.uri)
                 else:
                     with image.source() as f:
                         raw = read_at(f, 0, size)
@@ -81,3 +80,19 @@ class TextReader:
                             inputs={"object_bytes": size, "format": spec.format,
                                     "compression": compression, "streamed": lazy,
                                     "image": "tmp" if to_tmp else "memory"})
+
+
+def _counted(analysis: Analysis, lf: pl.LazyFrame, schema: pl.Schema, spec: InputSpec,
+             uri: str) -> tuple[pl.DataFrame, int]:
+    """The query's rows of a streamed scan, and how many rows were parsed, in one pass:
+    polars' streaming engine hands each parsed batch to a counter on its way to the filter
+    (a filter past the counter is no longer pushed into the scan; the parse itself is the
+    same)."""
+    parsed: list[int] = []
+
+    def count(batch: pl.DataFrame) -> pl.DataFrame:
+        parsed.append(batch.height)
+        return batch
+    counted = lf.map_batches(count, streamable=True, schema=schema)
+    frame = collect_text(analysis.prefilter(counted), spec, uri=uri, streaming=True)
+    return frame, sum(parsed)
