@@ -144,7 +144,8 @@ class S3Fetcher:
             return None
         except Exception as e:
             text = str(e)
-            if "non-partial response" not in text and "416" not in text:
+            unsatisfiable = _status_and_code(text)[0] == 416
+            if "non-partial response" not in text and not unsatisfiable:
                 raise _map_error(e, obj.uri) from e
             # A range of an empty object cannot be satisfied (S3 answers 416, some servers
             # the whole, empty, body): learn the size, and an empty object is just that.

@@ -24,12 +24,11 @@ import pyarrow.parquet as pq
 import xxhash
 
 from s3slice._errors import ObjectFormatError
+from s3slice._ranges import Range
 from s3slice.parquet import plan as _plan
 from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.footer import MAGIC, Footer
 from s3slice.query import predicate as P
-
-Range = tuple[int, int]
 
 #: The filters are read only when they come to at most this share of the needed bytes.
 MAX_SHARE = 0.25
