@@ -176,7 +176,7 @@ def service(strategy: str) -> Setup:
         import s3slice
 
         settings = s3slice.Settings.from_env(endpoint_url=t.endpoint, strategy=strategy)
-        request = {"source": t.url, **t.service_query}
+        request = s3slice.parse_request({"source": t.url, **t.service_query})
         # One engine, and so one S3 client, for every run: a warm function keeps its
         # engine, as the peers here keep their file systems, connections and stores.
         engine = s3slice.Engine(settings)
@@ -184,7 +184,9 @@ def service(strategy: str) -> Setup:
         def run() -> pl.DataFrame:
             s3slice.FOOTER_CACHE.clear()  # a new object each time, as for the peers' caches
             result = engine.read(request)
-            t.info.append({"service_stats": _jsonable(result.stats)})
+            stats = result.stats
+            t.info.append({"service_stats": _jsonable(
+                stats.to_dict() if hasattr(stats, "to_dict") else stats)})
             frame: pl.DataFrame = result.frame
             return frame
 

@@ -45,7 +45,7 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
     read = _find(st, "_engine.py", "read")[1]
     parquet = _find(st, "_engine.py", "_read_parquet")[1]
     fetch = _find(st, "_fetch.py", "get_ranges")[1]
-    image = _find(st, "_image.py", "write")[1]
+    image = _find(st, "image.py", "write")[1]
     poll = _find(st, "", "<method 'poll' of 'select.epoll' objects>")[0]
     decode = _find(st, "_engine.py", "_decode")[1]
     write = _find(st, "_output.py", "write_outputs")[1]
@@ -81,13 +81,13 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
 
 
 def _close(st: dict[Any, Any]) -> float:
-    return _find(st, "_image.py", "close")[1]
+    return _find(st, "image.py", "close")[1]
 
 
 PYSPY_CLASSES: list[tuple[str, tuple[str, ...]]] = [
     # (class, substrings of a frame; the first class with a match in the stack wins,
     # searched from the leaf up)
-    ("image writes (copy into the image, page faults)", ("_image.py",)),
+    ("image writes (copy into the image, page faults)", ("image.py",)),
     (
         "write: encode Parquet",
         ("polars_parquet::arrow::write", "parquet::write", "zstd", "serialize (s3slice"),
