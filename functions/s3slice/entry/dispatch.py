@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from s3slice._errors import RequestError, S3SliceError, TimeoutBudgetError
-from s3slice._model import parse_request
+from s3slice._model import ObjectRef, parse_request
 from s3slice._output import run
 from s3slice._settings import Settings
 from s3slice.engine.engine import Engine
@@ -119,13 +119,19 @@ def _test_event(event: Mapping[str, Any], engine: Engine, cfg: Config, context: 
     return {"status": "ok", "objects": []}
 
 
-def _notification(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any
-                  ) -> dict[str, Any]:
-    """An S3 event notification's objects, or an EventBridge event's one."""
-    kind = _events.classify(event)
-    objects = (_events.s3_notification_objects(event) if kind == "s3"
-               else [_events.eventbridge_object(event)])
-    query, output = cfg.require(what=f"an {kind} event")
+def _s3(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any
+        ) -> dict[str, Any]:
+    """An S3 event notification's objects."""
+    objects = _events.s3_notification_objects(event)
+    query, output = cfg.require(what="an s3 event")
+    return run_objects(objects, query, output, engine, cfg, compact=False)
+
+
+def _eventbridge(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any
+                 ) -> dict[str, Any]:
+    """An EventBridge "Object Created" event's object."""
+    objects: list[ObjectRef | _events.Skipped] = [_events.eventbridge_object(event)]
+    query, output = cfg.require(what="an eventbridge event")
     return run_objects(objects, query, output, engine, cfg, compact=False)
 
 
@@ -141,8 +147,8 @@ def _check(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any
 
 ROUTES: dict[_events.Kind, Route] = {
     "direct": _direct,
-    "s3": _notification,
-    "eventbridge": _notification,
+    "s3": _s3,
+    "eventbridge": _eventbridge,
     "sqs": sqs,
     "sfn-batch": step_functions,
     "sfn-item": step_functions,
