@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from s3slice import ObjectNotFoundError, QueryError, RequestError
+from s3slice import AccessDeniedError, ObjectNotFoundError, QueryError, RequestError, S3Fetcher
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice.entry import dispatch as _entry
@@ -103,6 +103,36 @@ def test_a_missing_batch_makes_the_reduce_refuse(lake: S3Env) -> None:
     with pytest.raises(ObjectNotFoundError, match="2 partial answer.* the map ran 3"):
         invoke(reduce_event(sql, "exec-2", len(events)))
     assert [k for k in lake.keys(RESULTS) if "combined" in k] == []
+
+
+def test_a_map_that_ran_no_batch_is_refused_by_name(lake: S3Env) -> None:
+    with pytest.raises(ObjectNotFoundError, match="ran no batch"):
+        invoke(reduce_event(CASES[0], "exec-empty", 0))
+    assert lake.keys(RESULTS) == []
+
+
+def test_partials_that_cannot_be_deleted_leave_the_answer_standing(
+        lake: S3Env, frames: list[pl.DataFrame], monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = CASES[0]
+    events = batches(lake, sql, "exec-6")
+    for event in events:
+        invoke(event)
+    real = S3Fetcher.delete
+
+    def refuse_one(self: S3Fetcher, bucket: str, key: str) -> None:
+        if key.endswith(".parquet") and "_partials/" in key and not refused:
+            refused.append(f"s3://{bucket}/{key}")
+            raise AccessDeniedError("access denied", uri=refused[-1])
+        real(self, bucket, key)
+    refused: list[str] = []
+    monkeypatch.setattr(S3Fetcher, "delete", refuse_one)
+    response = invoke(reduce_event(sql, "exec-6", len(events)))
+    assert response["partials_left"] == refused
+    [output] = response["outputs"]
+    assert lake.keys(RESULTS, "out/_partials/exec-6/") == [refused[0].split("/", 3)[3]]
+    got = pl.read_parquet(lake.get(output["uri"]))
+    want = pl.SQLContext(s3object=pl.concat(frames)).execute(sql, eager=True)
+    assert_frame_equal(got, want, check_dtypes=False, check_exact=False, rel_tol=1e-9)
 
 
 def test_a_retried_batch_overwrites_its_own_partial(lake: S3Env) -> None:

@@ -11,7 +11,9 @@ uri, "stats": ...}``. The reduce step (``{"Reduce": {"run", "query", "output",
 fewer or more than ``batches`` of them (a failed batch never yields a reduced answer over
 missing data), applies the final plan, writes ``<output uri>combined.<hash>.<ext>``,
 deletes the partials and answers as a direct invoke does, its stats summed over the
-batches (each partial carries its batch's stats in its Parquet metadata).
+batches (each partial carries its batch's stats in its Parquet metadata). A partial that
+cannot be deleted is named in ``partials_left``; the answer stands. A map that ran no
+batch (no objects listed) has no answer to reduce: a typed ``ObjectNotFoundError``.
 
 A query that does not combine objects keeps per-object outputs; its reduce answers
 ``{"status": "ok", "reduced": false, "outputs": []}``.
@@ -28,7 +30,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from s3slice._errors import ConfigurationError, ObjectNotFoundError, RequestError
+from s3slice._errors import ConfigurationError, ObjectNotFoundError, RequestError, S3SliceError
 from s3slice._model import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
 from s3slice._output import output_key, put_all, serialize
 from s3slice.contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
@@ -36,7 +38,7 @@ from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats, summed_counts
 from s3slice.entry.config import Config, parse_query_config
 from s3slice.entry.events import parse_run
-from s3slice.entry.observe import record_stats
+from s3slice.entry.observe import logger, record_stats
 from s3slice.parquet.footer import parse_footer
 from s3slice.query.analysis import Analysis, analyze
 from s3slice.query.split import Split, partial_step, split_for
@@ -129,7 +131,11 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
     bucket, prefix = partials_location(output, run)
     found = [o for o in engine.fetcher.list_objects(bucket, prefix)
              if o.key.endswith(".parquet")]
-    if len(found) != batches or not found:
+    if batches == 0:
+        raise ObjectNotFoundError(
+            f"the map of run {run!r} ran no batch (no objects were listed): there is no "
+            "answer to reduce", uri=f"s3://{bucket}/{prefix}")
+    if len(found) != batches:
         raise ObjectNotFoundError(
             f"{len(found)} partial answer(s) of run {run!r} where the map ran {batches} "
             "batch(es): a batch failed or is missing; nothing is reduced",
@@ -141,14 +147,29 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
                                      query=query, output=output), None)
     counts = _summed(found, engine)
     [size] = put_all(engine, output.bucket, [(key, lambda: serialize(result.frame, output))])
-    for ref in found:
-        engine.fetcher.delete(bucket, ref.key)
+    left = _delete(engine, found)
     record_stats(Stats.of_counts(counts, rows_out=result.frame.height))
     return {"status": "ok", "outputs": [{"uri": f"s3://{output.bucket}/{key}",
                                          "rows": result.frame.height, "bytes": size,
                                          "format": output.format}],
+            **({"partials_left": left} if left else {}),
             "stats": {**counts, "rows_out": result.frame.height,
                       "reduce": result.stats.to_dict()}}
+
+
+def _delete(engine: Engine, partials: Sequence[ObjectRef]) -> list[str]:
+    """Delete the run's partials once its answer is written; the URIs of those that could
+    not be. The answer stands either way: failing here would have the workflow retry a
+    reduce whose partials are partly gone, and refuse an answer already written."""
+    left: list[str] = []
+    for ref in partials:
+        try:
+            engine.fetcher.delete(ref.bucket, ref.key)
+        except S3SliceError as e:
+            logger.warning("partial answer not deleted", extra={"uri": ref.uri,
+                                                                "error": e.to_dict()})
+            left.append(ref.uri)
+    return left
 
 
 def _summed(partials: Sequence[ObjectRef], engine: Engine) -> dict[str, int]:
