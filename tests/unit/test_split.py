@@ -6,6 +6,8 @@ The answers themselves are checked against polars over all rows in
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 import pytest
 import sqlglot
@@ -265,3 +267,17 @@ def test_refusal_is_a_query_error_before_any_data() -> None:
     """The map never starts: the split is decided from the text alone."""
     with pytest.raises(QueryError, match="cannot be split across batches"):
         split_query("SELECT g, MEDIAN(x) AS m FROM s3object GROUP BY g HAVING COUNT(*) > 1")
+
+
+def test_an_equal_query_is_split_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = "SELECT region, SUM(x) AS s FROM s3object GROUP BY region -- split once"
+    first = split_query(sql)
+    parses: list[str] = []
+    real = sqlglot.parse_one
+
+    def parse_one(text: str, *args: Any, **kwargs: Any) -> Any:
+        parses.append(text)
+        return real(text, *args, **kwargs)
+    monkeypatch.setattr(sqlglot, "parse_one", parse_one)
+    assert split_query(sql) is first
+    assert parses == []

@@ -90,6 +90,7 @@ boundary may be others of the same keys.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 
 import polars as pl
@@ -174,9 +175,13 @@ def _execute(sql: str, frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         raise FilterSyntaxError(f"sql: {' '.join(str(e).split())}") from e
 
 
+@functools.lru_cache(maxsize=64)
 def split_query(sql: str) -> Split | None:
     """The split of ``sql``; None when the query does not combine rows across batches.
-    Raises :class:`QueryError` naming a construct that cannot be split exactly."""
+    Raises :class:`QueryError` naming a construct that cannot be split exactly.
+
+    The split of an equal text is reused (it is immutable): a warm function splits each
+    query once, whatever the number of batches it answers."""
     try:
         tree = sqlglot.parse_one(sql, read=PolarsOrder)
     except (ParseError, TokenError) as e:
