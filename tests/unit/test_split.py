@@ -270,7 +270,7 @@ def test_refusal_is_a_query_error_before_any_data() -> None:
 
 
 def test_an_equal_query_is_split_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    sql = "SELECT region, SUM(x) AS s FROM s3object GROUP BY region -- split once"
+    sql = "SELECT region, SUM(x) AS total_once FROM s3object GROUP BY region"
     first = split_query(sql)
     parses: list[str] = []
     real = sqlglot.parse_one
