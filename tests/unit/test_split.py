@@ -281,3 +281,14 @@ def test_an_equal_query_is_split_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlglot, "parse_one", parse_one)
     assert split_query(sql) is first
     assert parses == []
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT g, SUM(x) AS s FROM s3object GROUP BY g -- per group",
+    "SELECT g /* the key */, SUM(x) AS s FROM s3object GROUP BY g ORDER BY g",
+])
+def test_comments_do_not_change_what_a_group_key_is(sql: str) -> None:
+    s = must_split(sql)
+    got = s.final([s.partial(DATA).collect()]).collect()
+    want = pl.SQLContext(s3object=DATA).execute(sql, eager=True)
+    assert got.sort("g", nulls_last=True).equals(want.sort("g", nulls_last=True))

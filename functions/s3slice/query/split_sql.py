@@ -80,7 +80,7 @@ def strip(node: exp.Expr) -> str:
         if isinstance(n, exp.Column) and n.table:
             return exp.column(n.this.copy())
         return n
-    return node.copy().transform(unqualify).sql()
+    return node.copy().transform(unqualify).sql(comments=False)
 
 
 def unalias(node: exp.Expr) -> exp.Expr:
