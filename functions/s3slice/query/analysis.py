@@ -123,21 +123,20 @@ class Analysis:
             lf = _sql_filter(lf, self.where)
             if self.where_paths:
                 lf = lf.drop([p.name for p in self.where_paths])
-        if self.sql is None:
-            if self.columns is not None:
-                lf = lf.select(list(self.columns))
-            if self.query.limit is not None:
-                lf = lf.limit(self.query.limit)
+        return self._projected(lf) if self.sql is None else lf
+
+    def _projected(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """A ``columns``/``filter`` query's projection and limit."""
+        if self.columns is not None:
+            lf = lf.select(list(self.columns))
+        if self.query.limit is not None:
+            lf = lf.limit(self.query.limit)
         return lf
 
     def finish(self, lf: pl.LazyFrame) -> pl.LazyFrame:
         """The final step over all pieces: projection and limit, or the whole SQL."""
         if self.sql is None:
-            if self.columns is not None:
-                lf = lf.select(list(self.columns))
-            if self.query.limit is not None:
-                lf = lf.limit(self.query.limit)
-            return lf
+            return self._projected(lf)
         if self.paths:
             names = set(lf.collect_schema().names())
             lf = with_paths(lf, [p for p in self.paths if p.root in names])
