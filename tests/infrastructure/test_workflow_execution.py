@@ -49,12 +49,12 @@ import dataclasses
 import datetime
 import io
 import json
+import random
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -155,21 +155,23 @@ def frame(i: int) -> pl.DataFrame:
     ``tag`` is ``common`` except in every 37th object, whose own group it is (a group that
     only one batch sees); ``obj`` is ``i``, so a filter on it matches nothing in most
     batches."""
-    rng = np.random.default_rng(i)
+    rng = random.Random(i)
     n = 12 + i % 5
-    regions = np.array(["north", "south", "east", "west"], dtype=object)[rng.integers(0, 4, n)]
-    regions[rng.random(n) < 0.1] = None
-    k = rng.integers(0, 10, n).astype(object)
-    k[rng.random(n) < 0.1] = None
-    x = (rng.normal(1000.0, 250.0, n)).astype(object)
-    x[rng.random(n) < 0.05] = None
+
+    def sometimes_null(values: list[Any], share: float) -> list[Any]:
+        return [None if rng.random() < share else v for v in values]
+    regions = sometimes_null([rng.choice(["north", "south", "east", "west"])
+                              for _ in range(n)], 0.1)
+    k = sometimes_null([rng.randrange(10) for _ in range(n)], 0.1)
+    x = sometimes_null([rng.gauss(1000.0, 250.0) for _ in range(n)], 0.05)
+    v = [rng.randrange(-1000, 1000) for _ in range(n)]
     return pl.DataFrame({
         "obj": [i] * n,
         "row": list(range(n)),
-        "region": list(regions),
-        "k": list(k),
-        "v": rng.integers(-1000, 1000, n).tolist(),
-        "x": list(x),
+        "region": regions,
+        "k": k,
+        "v": v,
+        "x": x,
         "tag": [f"only-{i}" if i % 37 == 0 else "common"] * n,
     }, schema={"obj": pl.Int64, "row": pl.Int64, "region": pl.String, "k": pl.Int64,
                "v": pl.Int64, "x": pl.Float64, "tag": pl.String})
