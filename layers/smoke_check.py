@@ -1,30 +1,39 @@
-"""Use every library of a built layer the way the service does, from the layer alone.
+"""Use every library of a built layer the way the service does, from the layer alone, and
+then the service itself on it.
 
     python -I -S -B layers/smoke_check.py LAYER/python [SECONDS]
 
 Run by ``build.py --check`` and the layer tests in an interpreter that has no
-site-packages, no environment and no working directory on its path; the layer is put
-first on ``sys.path`` here (``-I`` ignores PYTHONPATH). Fails if any module was loaded
-from anywhere but the layer or the standard library. SECONDS (default 600): dump every
+site-packages, no environment and no working directory on its path; the function's code
+(``functions/``, Lambda's ``/var/task``) and the layer (``/opt/python``) are put first on
+``sys.path`` here (``-I`` ignores PYTHONPATH). The service runs with its local fetcher in
+place of S3 (boto3, which the Lambda runtime provides, is not here): every Parquet codec
+through each of its three decoders, every output codec, and CSV and JSON in every text
+codec, in memory and streamed. Fails if any module was loaded from anywhere but the
+layer, the function's code or the standard library. SECONDS (default 600): dump every
 thread's stack and exit if still running then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bz2
 import faulthandler
 import gzip
 import io
 import json
 import os
+import random
 import struct
 import sys
 import sysconfig
 import tempfile
 
 LAYER = os.path.abspath(sys.argv[1])
+FUNCTION_CODE = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              os.pardir, "functions"))
 faulthandler.dump_traceback_later(float(sys.argv[2]) if len(sys.argv) > 2 else 600, exit=True)
-sys.path.insert(0, LAYER)
+sys.path[:0] = [FUNCTION_CODE, LAYER]
 
 # Imported only now, from the layer.
 import obstore  # noqa: E402
@@ -39,6 +48,10 @@ from sqlglot import exp  # noqa: E402
 
 ROWS = 30_000
 FILE = "data/smoke.parquet"
+#: What the service reads and writes: Parquet in any of these (``_model.COMPRESSIONS``),
+#: CSV and JSON compressed with any of ``TEXT_CODECS`` (``text.formats.MAGIC``).
+PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli")
+TEXT_CODECS = {"gzip": "gz", "bzip2": "bz2", "zstd": "zst"}
 
 
 def check_parquet(tmp: str) -> tuple[pl.DataFrame, bytes]:
@@ -142,6 +155,101 @@ def check_text_inputs(tmp: str) -> None:
     assert pl.scan_ndjson(lines).filter(pl.col("a") < 10).collect().height == 10
 
 
+def _zstd(data: bytes) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, "zstd") as out:
+        out.write(data)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def check_parquet_codecs(tmp: str) -> None:
+    """Every Parquet codec, written by pyarrow and by polars and read by both, with
+    ``pq.read_table`` on a buffer as the page-level decoder calls it."""
+    table = pa.table({"id": pa.array(range(ROWS), pa.int64()),
+                      "name": pa.array([f"row-{i % 97}" for i in range(ROWS)])})
+    frame = pl.from_arrow(table)
+    for codec in PARQUET_CODECS:
+        written = io.BytesIO()
+        pq.write_table(table, written, compression=codec)
+        by_polars = io.BytesIO()
+        frame.write_parquet(by_polars, compression=codec)  # type: ignore[arg-type]
+        for data in (written.getvalue(), by_polars.getvalue()):
+            md = pq.read_metadata(pa.BufferReader(data))
+            assert md.row_group(0).column(0).compression.startswith(codec.upper()), (codec, md)
+            assert pl.from_arrow(pq.read_table(pa.BufferReader(data))).equals(frame), codec
+            assert pl.read_parquet(io.BytesIO(data)).equals(frame), codec
+
+
+def check_function(tmp: str) -> None:
+    """The service itself, its Lambda entry point imported, with its local fetcher in place
+    of S3: Parquet in every codec through each decoder (polars on a whole object, pyarrow
+    on a row-group plan, pyarrow page by page on a page-index plan), every output codec
+    read back by pyarrow and polars, CSV and JSON lines in every text codec (in memory,
+    and streamed: decompressed by pyarrow into a file)."""
+    import s3slice
+    import s3slice.handler  # what Lambda imports
+    from s3slice import LocalFetcher, Settings
+
+    rows = 300_000  # enough bytes per row group for the page index to be worth reading
+    rng = random.Random(7)  # noqa: S311 - data, not secrets
+    table = pa.table({"id": pa.array(range(rows), pa.int64()),
+                      "name": pa.array([f"row-{i % 97}" for i in range(rows)]),
+                      "x": pa.array([rng.random() for _ in range(rows)])})
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    window = f"id >= {rows // 2} AND id < {rows // 2 + 100}"
+    decoders = (("name LIKE 'row-1%'", {}, "polars"), (window, {}, "pyarrow-pages"),
+                (window, {"page_index_ratio": 0, "small_object_size": 0}, "pyarrow"))
+    root = os.path.join(tmp, "s3")
+    os.makedirs(os.path.join(root, "in"))
+    fetcher = LocalFetcher(root)
+
+    def path_of(uri: str) -> str:
+        return os.path.join(root, uri.removeprefix("s3://"))
+
+    for codec in PARQUET_CODECS:
+        source = f"s3://in/{codec}.parquet"
+        pq.write_table(table, path_of(source), compression=codec, row_group_size=rows // 3 + 1,
+                       data_page_size=4096, write_page_index=True, use_dictionary=["name"])
+        for where, settings, decoder in decoders:
+            got = s3slice.read({"source": source, "columns": ["id", "x"], "filter": where},
+                               settings=Settings(tmp_dir=tmp, **settings), fetcher=fetcher)
+            assert got.stats.strategy_inputs["decoder"] == decoder, (codec, got.stats)
+            assert got.frame.equals(frame.filter(pl.sql_expr(where)).select("id", "x")), codec
+        answer = s3slice.run({"source": source, "filter": window, "output": {
+            "uri": f"s3://out/{codec}/", "format": "parquet", "compression": codec}},
+            settings=Settings(tmp_dir=tmp), fetcher=fetcher)
+        with open(path_of(answer["outputs"][0]["uri"]), "rb") as f:
+            data = f.read()
+        md = pq.read_metadata(pa.BufferReader(data))
+        assert md.row_group(0).column(0).compression.startswith(codec.upper()), (codec, md)
+        expected = frame.filter(pl.sql_expr(window))
+        assert pl.from_arrow(pq.read_table(pa.BufferReader(data))).equals(expected), codec
+        assert pl.read_parquet(io.BytesIO(data)).equals(expected), codec
+    for fmt, read in (("csv", pl.read_csv), ("json", pl.read_ndjson)):
+        answer = s3slice.run({"source": "s3://in/zstd.parquet", "filter": window, "output": {
+            "uri": f"s3://out/{fmt}/", "format": fmt, "compression": "gzip"}},
+            settings=Settings(tmp_dir=tmp), fetcher=fetcher)
+        with open(path_of(answer["outputs"][0]["uri"]), "rb") as f:
+            assert read(io.BytesIO(gzip.decompress(f.read())))["id"].to_list() == list(
+                range(rows // 2, rows // 2 + 100)), fmt
+
+    csv = b"a,b\n" + b"".join(b"%d,x%d\n" % (i, i % 7) for i in range(ROWS))
+    lines = b"".join(b'{"a": %d, "b": "x%d"}\n' % (i, i % 7) for i in range(ROWS))
+    compress = {"gzip": gzip.compress, "bzip2": bz2.compress, "zstd": _zstd}
+    for codec, ext in TEXT_CODECS.items():
+        for name, text in (("t.csv", csv), ("t.ndjson", lines)):
+            key = f"in/{name}.{ext}"
+            with open(path_of(key), "wb") as f:
+                f.write(compress[codec](text))
+            for streamed, settings in ((False, {}), (True, {"footer_size": 4096})):
+                got = s3slice.read({"source": f"s3://{key}", "filter": "a < 10"},
+                                   settings=Settings(tmp_dir=tmp, **settings), fetcher=fetcher)
+                inputs = got.stats.strategy_inputs
+                assert (inputs["compression"], inputs["streamed"]) == (codec, streamed), inputs
+                assert got.frame["a"].to_list() == list(range(10)), (key, got.frame)
+
+
 def check_sqlglot() -> None:
     from sqlglot import parser
     from sqlglot.dialects.dialect import Dialect
@@ -183,8 +291,7 @@ def check_thrift(tmp: str) -> None:
     from thriftpy2.protocol import TCompactProtocolFactory
     from thriftpy2.utils import deserialize, serialize
 
-    idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "functions",
-                       "s3slice", "parquet", "parquet.thrift")
+    idl = os.path.join(FUNCTION_CODE, "s3slice", "parquet", "parquet.thrift")
     parquet = thriftpy2.load(idl, module_name="smoke_parquet_thrift")
     path = os.path.join(tmp, "indexed.parquet")
     pq.write_table(pa.table({"id": pa.array(range(ROWS), pa.int64())}), path,
@@ -210,10 +317,11 @@ def check_xxhash() -> None:
 
 
 def check_isolation() -> None:
-    """Every loaded module came from the layer or the standard library."""
+    """Every loaded module came from the layer, the function's code or the standard
+    library; the service's from the function's code."""
     paths = sysconfig.get_paths()
     roots = tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib")}
-                  | {os.path.realpath(LAYER)})
+                  | {os.path.realpath(LAYER), FUNCTION_CODE})
     strays = sorted(
         f"{name} from {file}" for name, module in list(sys.modules.items())
         if name != "__main__" and (file := getattr(module, "__file__", None))
@@ -222,6 +330,10 @@ def check_isolation() -> None:
     assert not strays, "modules from outside the layer: " + "; ".join(strays)
     for name in ("boto3", "numpy", "pandas"):
         assert name not in sys.modules, f"{name} was imported"
+    service = [m for n, m in sys.modules.items() if n.split(".")[0] == "s3slice"]
+    assert service, "the service was not imported"
+    assert all(os.path.realpath(m.__file__ or "").startswith(FUNCTION_CODE + os.sep)
+               for m in service), "s3slice not from the function's code"
 
 
 def main() -> None:
@@ -231,6 +343,8 @@ def main() -> None:
         check_obstore(tmp, data)
         check_text_inputs(tmp)
         check_thrift(tmp)
+        check_parquet_codecs(tmp)
+        check_function(tmp)
     check_xxhash()
     check_sqlglot()
     check_powertools()

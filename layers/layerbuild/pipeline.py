@@ -20,7 +20,13 @@ from .pins import check_closure, check_pins, read_pins
 from .report import LAMBDA_UNZIPPED_LIMIT, measure
 from .strip import find_strip, strip_all
 from .target import Target
-from .trim import DUPLICATE_LIBS_REASON, DUPLICATE_LIBS_RULE, TRIM_RULES, trim
+from .trim import (
+    DUPLICATE_LIBS_REASON,
+    DUPLICATE_LIBS_RULE,
+    TRIM_RULES,
+    UNLINKED_REASON,
+    trim,
+)
 
 
 @dataclasses.dataclass
@@ -69,7 +75,7 @@ def _build(opts: BuildOptions, out: Path, stamp: str) -> dict[str, Any]:
         untrimmed = tree_size(site)[0]
 
         t = time.monotonic()
-        removed = trim(site)
+        trimmed = trim(site)
         timings["trim"] = time.monotonic() - t
         t = time.monotonic()
         saved = strip_all(site, strip_tool) if strip_tool else 0
@@ -87,10 +93,12 @@ def _build(opts: BuildOptions, out: Path, stamp: str) -> dict[str, Any]:
         "requirements": pins, "stripped": bool(strip_tool), "fingerprint": stamp,
         **sizes,
         "untrimmed_bytes": untrimmed,
-        "removed_bytes": {**removed, "strip": saved},
+        "removed_bytes": {**trimmed.removed, "strip": saved},
         "removed_why": {**{r.name: r.reason for r in TRIM_RULES},
                         DUPLICATE_LIBS_RULE: DUPLICATE_LIBS_REASON,
                         "strip": "symbols not needed for dynamic linking"},
+        "unlinked": trimmed.unlinked,
+        "unlinked_why": UNLINKED_REASON,
         "limit_bytes": LAMBDA_UNZIPPED_LIMIT,
         "wheels": wheels_from,
         "seconds": {k: round(v, 1) for k, v in timings.items()},

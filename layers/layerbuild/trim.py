@@ -1,5 +1,6 @@
-"""What is removed after pip has installed the wheels, and why: the trim rules, and the
-duplicate copies of shared libraries under their link-time names."""
+"""What is removed after pip has installed the wheels, and why: the trim rules, the
+duplicate copies of shared libraries under their link-time names, and the ``DT_NEEDED``
+entries that name a library the rules removed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import fnmatch
 import os
 from pathlib import Path
 
-from .elf import elf_files, read_elf
+from .elf import drop_needed, elf_files, read_elf, search_dirs
 from .files import path_size, remove
 
 
@@ -50,14 +51,54 @@ TRIM_RULES: tuple[TrimRule, ...] = (
               "pyarrow/_azurefs.*", "pyarrow/_hdfs.*")),
     TrimRule("pyarrow-orc", "ORC reader/writer; the service reads Parquet, CSV and JSON",
              ("pyarrow/_orc.*", "pyarrow/orc.py", "pyarrow/_dataset_orc.*")),
+    TrimRule("pyarrow-dataset-acero", "the Dataset API and Acero, its query engine: the "
+             "service reads one object at a time through pq.ParquetFile, and pq.read_table "
+             "(called without filters, partitioning, schema or a list of files) falls back to "
+             "ParquetFile when pyarrow.dataset is absent; Acero serves only Dataset and "
+             "Table.join/group_by/filter(Expression), which the service never calls",
+             ("pyarrow/dataset.py", "pyarrow/_dataset.*", "pyarrow/_dataset_parquet.*",
+              "pyarrow/_dataset_parquet_encryption.*", "pyarrow/libarrow_dataset.so*",
+              "pyarrow/acero.py", "pyarrow/_acero.*", "pyarrow/libarrow_acero.so*")),
+    TrimRule("pyarrow-substrait", "Substrait query plans; only Dataset and explicit "
+             "pyarrow.substrait calls load them",
+             ("pyarrow/substrait.py", "pyarrow/_substrait.*", "pyarrow/libarrow_substrait.so*")),
+    TrimRule("pyarrow-parquet-encryption", "Parquet modular encryption; the service reads and "
+             "writes unencrypted Parquet, and pyarrow.parquet imports these on demand",
+             ("pyarrow/parquet/encryption.py", "pyarrow/_parquet_encryption.*",
+              "pyarrow/libarrow_python_parquet_encryption.so*")),
+    TrimRule("pyarrow-csv-json-feather", "pyarrow's CSV and JSON readers and Feather files: "
+             "polars parses CSV and JSON (pyarrow only decompresses them, with libarrow's "
+             "codecs), and only polars' use_pyarrow=True, which the service never passes, "
+             "imports pyarrow.csv",
+             ("pyarrow/csv.py", "pyarrow/_csv.*", "pyarrow/json.py", "pyarrow/_json.*",
+              "pyarrow/feather.py", "pyarrow/_feather.*")),
+    TrimRule("powertools-swagger-ui", "Swagger UI's script and style sheet, served only by "
+             "an event handler's enable_swagger(); the service has no HTTP resolver and never "
+             "imports aws_lambda_powertools.event_handler",
+             ("aws_lambda_powertools/event_handler/openapi/swagger_ui/*.js",
+              "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.css")),
 )
 DUPLICATE_LIBS_RULE = "duplicate-shared-libs"
 DUPLICATE_LIBS_REASON = ("copies of a shared library under its link-time names "
                          "(wheels cannot hold symlinks); the loader opens only the SONAME")
+UNLINKED_REASON = ("DT_NEEDED entries naming a library a trim rule removed (pyarrow links "
+                   "every library into every module); the build's check then proves that "
+                   "every undefined symbol is still defined in the file's lookup scope")
 
 
-def trim(site: Path) -> dict[str, int]:
-    """Apply ``TRIM_RULES`` and remove duplicate shared libraries; bytes removed per rule."""
+@dataclasses.dataclass
+class Trimmed:
+    """What ``trim`` did: bytes removed per rule, and per ELF file the ``DT_NEEDED``
+    entries dropped because they named a removed library."""
+
+    removed: dict[str, int]
+    unlinked: dict[str, list[str]]
+
+
+def trim(site: Path) -> Trimmed:
+    """Apply ``TRIM_RULES``, remove duplicate shared libraries, and unlink what the rules
+    removed from the ELF files that still name it."""
+    sonames = {p: info.soname for p in elf_files(site) if (info := read_elf(p)).soname}
     removed: dict[str, int] = {rule.name: 0 for rule in TRIM_RULES}
     for dirpath, dirnames, filenames in os.walk(site, topdown=True):
         base = Path(dirpath)
@@ -73,8 +114,24 @@ def trim(site: Path) -> dict[str, int]:
             removed[rule.name] += path_size(path)
             remove(path)
         dirnames[:] = keep
+    gone = {soname for p, soname in sonames.items() if not p.exists()}
     removed[DUPLICATE_LIBS_RULE] = remove_duplicate_libs(site)
-    return removed
+    return Trimmed(removed=removed, unlinked=unlink_removed(site, gone))
+
+
+def unlink_removed(site: Path, gone: set[str]) -> dict[str, list[str]]:
+    """Drop from every ELF file the ``DT_NEEDED`` entries naming a library in ``gone`` that
+    it can no longer find; the loader would otherwise refuse to load the file. Whether it
+    used any symbol of them is for the build's check (``check_elf_closure``) to say."""
+    unlinked: dict[str, list[str]] = {}
+    for path in elf_files(site):
+        info = read_elf(path)
+        dirs = search_dirs(path, info)
+        dangling = {lib for lib in info.needed
+                    if lib in gone and not any((d / lib).is_file() for d in dirs)}
+        if dangling:
+            unlinked[path.relative_to(site).as_posix()] = list(drop_needed(path, dangling))
+    return unlinked
 
 
 def remove_duplicate_libs(site: Path) -> int:
