@@ -8,13 +8,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import Annotations, Duration, RemovalPolicy, Size
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from .settings import ARCHITECTURES, PYTHON_VERSIONS, Architecture, OutputFormat
+from .settings import (
+    ARCHITECTURES,
+    PYTHON_VERSIONS,
+    SNAPSTART_PYTHON_VERSIONS,
+    Architecture,
+    OutputFormat,
+)
 
 #: The handler inside the code asset (``functions/s3slice/handler.py``).
 HANDLER = "s3slice.handler.lambda_handler"
@@ -34,6 +40,15 @@ _ARCHITECTURES: dict[str, lambda_.Architecture] = {
 }
 assert set(_RUNTIMES) == set(PYTHON_VERSIONS)
 assert set(_ARCHITECTURES) == set(ARCHITECTURES)
+assert {v for v, r in _RUNTIMES.items() if r.supports_snap_start} == set(
+    SNAPSTART_PYTHON_VERSIONS), "settings.SNAPSTART_PYTHON_VERSIONS disagrees with CDK"
+
+#: The alias every trigger invokes when SnapStart is on (SnapStart applies only to
+#: published versions, never to $LATEST).
+LIVE_ALIAS = "live"
+#: The warning CDK adds to every SnapStart function ("SnapStart only supports published
+#: Lambda versions"), acknowledged because the construct publishes one and aliases it.
+SNAPSTART_PUBLISH_WARNING = "@aws-cdk/aws-lambda:snapStartRequirePublish"
 
 
 class LayerNotBuiltError(FileNotFoundError):
@@ -87,6 +102,8 @@ class ReadFunctionProps:
     timeout_seconds: int = 300
     reserved_concurrency: int | None = None
     log_retention_days: int = 30
+    #: Lambda SnapStart on published versions, with a version and the alias ``live``.
+    snap_start: bool = False
 
 
 class ReadFunction(Construct):
@@ -95,8 +112,15 @@ class ReadFunction(Construct):
     The role starts with nothing but writing to the function's log group (and X-Ray,
     which active tracing adds); whoever composes this construct grants S3 access.
 
+    With ``snap_start``, Lambda snapshots the initialized function whenever a version is
+    published: the construct publishes ``function.current_version`` (a new version for
+    every change of code, layer or configuration; the replaced one is deleted, with its
+    cached snapshot) and points the alias ``live`` at it. ``invoked`` is what every trigger
+    must invoke: the alias with SnapStart, else the function itself ($LATEST).
+
     Attributes: ``function``, ``layer``, ``role``, ``log_group``, ``runtime``,
-    ``architecture``, ``timeout``.
+    ``architecture``, ``timeout``, ``version`` and ``alias`` (``None`` without SnapStart),
+    ``invoked``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *,
@@ -146,7 +170,26 @@ class ReadFunction(Construct):
             environment=function_environment(
                 query=props.query, output_uri=props.output_uri,
                 output_format=props.output_format, source_uris=props.source_uris),
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if props.snap_start else None,
+            current_version_options=lambda_.VersionOptions(
+                # An old version keeps its snapshot cached (and billed) while it exists.
+                removal_policy=RemovalPolicy.DESTROY) if props.snap_start else None,
         )
+        self.version: lambda_.Version | None = None
+        self.alias: lambda_.Alias | None = None
+        #: What the triggers, the workflow and direct callers invoke.
+        self.invoked: lambda_.IFunction = self.function
+        if props.snap_start:
+            Annotations.of(self.function).acknowledge_warning(
+                SNAPSTART_PUBLISH_WARNING,
+                f"the construct publishes a version (current_version) and the alias "
+                f"{LIVE_ALIAS!r} that every trigger invokes")
+            self.version = self.function.current_version
+            self.alias = lambda_.Alias(
+                self, "Live", alias_name=LIVE_ALIAS, version=self.version,
+                description="s3slice: the published, SnapStart-enabled version every "
+                            "trigger invokes")
+            self.invoked = self.alias
 
 
 #: CloudWatch Logs' retention choices in days (FOUR_YEARS is not in CDK's enum).

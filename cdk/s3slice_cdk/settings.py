@@ -61,6 +61,12 @@ noncurrentVersionDays               30                             noncurrent ve
 durationAlarmRatio                  0.8                            p99 duration / timeout alarm
 nag                                 true                           run cdk-nag AwsSolutions in
                                                                    ``cdk synth``
+snapStart                           false                          Lambda SnapStart: a published
+                                                                   version and the alias
+                                                                   ``live``, which every trigger
+                                                                   invokes (needs pythonVersion
+                                                                   3.12+ and
+                                                                   ephemeralStorageSize <= 512)
 =================================== ============================== =============================
 
 Every prefix (``sourcePrefix``, ``outputPrefix``, ``workflowResultsPrefix`` and the
@@ -69,6 +75,13 @@ prefixes of ``readUris``) is a folder: a ``/`` is appended when missing, so that
 only letters, digits and ``/ ! - _ . ' ( ) =``: IAM reads ``*`` and ``?`` as wildcards
 and ``${...}`` as a policy variable in the ARNs the stack grants, and S3 needs the other
 characters URL-encoded, so any of them is refused, naming the key.
+
+``snapStart`` is refused, naming the setting to change, where Lambda SnapStart is not
+offered: a ``pythonVersion`` below 3.12 (SnapStart supports the Python 3.12 and later
+managed runtimes) or an ``ephemeralStorageSize`` above 512 MB (SnapStart does not support
+more /tmp than that, so the default 4096 must be lowered explicitly:
+``--context ephemeralStorageSize=512``). EFS and provisioned concurrency, which SnapStart
+does not support either, are never configured by this stack.
 """
 
 from __future__ import annotations
@@ -115,6 +128,12 @@ KEY_CHARACTERS = frozenset(
 UNRESERVED_MINIMUM = 100
 #: The Distributed Map's MaxConcurrency when not given, if the concurrency budget allows.
 DEFAULT_WORKFLOW_MAX_CONCURRENCY = 100
+#: The Python runtimes Lambda SnapStart supports (3.12 and later; checked against CDK's
+#: ``Runtime.supports_snap_start`` in ``function.py``).
+SNAPSTART_PYTHON_VERSIONS: tuple[str, ...] = tuple(
+    v for v in PYTHON_VERSIONS if tuple(map(int, v.split("."))) >= (3, 12))
+#: The most ephemeral storage (/tmp, MB) a SnapStart function may have.
+SNAPSTART_MAX_EPHEMERAL_STORAGE_MB = 512
 
 
 class SettingsError(ValueError):
@@ -177,6 +196,8 @@ class StackSettings:
     noncurrent_version_days: int = 30
     duration_alarm_ratio: float = 0.8
     nag: bool = True
+    #: Lambda SnapStart on published versions; every trigger invokes the alias ``live``.
+    snap_start: bool = False
 
     def __post_init__(self) -> None:
         self._validate()
@@ -302,6 +323,7 @@ class StackSettings:
         self._check_no_recursion()
         self._check_read_uris()
         self._check_concurrency()
+        self._check_snap_start()
 
     def _check_characters(self) -> None:
         """No IAM wildcard, policy variable or URL-encoded character in a key setting."""
@@ -355,6 +377,24 @@ class StackSettings:
                 "and the workflow at full speed would be throttled (queue messages would "
                 "count receives towards the dead-letter queue). Lower either, or raise "
                 f"{budget_key}.")
+
+    def _check_snap_start(self) -> None:
+        """SnapStart only where Lambda offers it: Python 3.12+ and at most 512 MB of /tmp."""
+        if not self.snap_start:
+            return
+        if self.python_version not in SNAPSTART_PYTHON_VERSIONS:
+            raise SettingsError(
+                f"pythonVersion: {self.python_version} cannot be used with snapStart=true: "
+                "Lambda SnapStart supports the Python runtimes "
+                f"{', '.join(SNAPSTART_PYTHON_VERSIONS)} only. Set pythonVersion=3.12 or "
+                "later (and build the layer for it), or snapStart=false.")
+        if self.ephemeral_storage_size > SNAPSTART_MAX_EPHEMERAL_STORAGE_MB:
+            raise SettingsError(
+                f"ephemeralStorageSize: {self.ephemeral_storage_size} MB cannot be used with "
+                "snapStart=true: Lambda SnapStart does not support ephemeral storage above "
+                f"{SNAPSTART_MAX_EPHEMERAL_STORAGE_MB} MB. Set ephemeralStorageSize="
+                f"{SNAPSTART_MAX_EPHEMERAL_STORAGE_MB} (objects larger than the function's "
+                "memory budget then have less room to spill to /tmp), or snapStart=false.")
 
     def _check_suffixes(self) -> None:
         suffixes = self.source_suffixes
@@ -534,4 +574,5 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "noncurrent_version_days": _parse_int,
     "duration_alarm_ratio": _parse_float,
     "nag": _parse_bool,
+    "snap_start": _parse_bool,
 }

@@ -42,6 +42,12 @@ class S3SliceStack(Stack):
     ``kms_keys``, ``granted_object_locations``, ``partials_locations``,
     ``workflow_results_location``,
     ``nag_acknowledgments``.
+
+    With ``snapStart``, the SQS event source mapping, the workflow's Lambda tasks (their
+    ``FunctionName`` and the state machine's ``lambda:InvokeFunction`` grant) and the
+    ``FunctionName`` output name the alias ``live`` (``read_function.invoked``), never the
+    unqualified function; the S3 grants stay on the function's role, which the alias's
+    invocations run under.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: StackSettings,
@@ -122,8 +128,11 @@ class S3SliceStack(Stack):
             timeout_seconds=settings.timeout_seconds,
             reserved_concurrency=settings.reserved_concurrency,
             log_retention_days=settings.log_retention_days,
+            snap_start=settings.snap_start,
         ))
         function = self.read_function.function
+        #: What every trigger invokes: the alias ``live`` with snapStart, else the function.
+        invoked = self.read_function.invoked
         accounts = self.bucket_accounts
         grants.grant_get_objects(function, readable, accounts=accounts)
         grants.grant_list(function, readable, accounts=accounts)
@@ -146,12 +155,13 @@ class S3SliceStack(Stack):
             max_concurrency=settings.event_source_max_concurrency,
             source_accounts=accounts,
         ))
-        # Consuming the queue: the event source grants receive/delete/visibility.
-        function.add_event_source(self.triggers.event_source)
+        # Consuming the queue: the event source grants receive/delete/visibility (to the
+        # function's role, whichever of function or alias it is added to).
+        invoked.add_event_source(self.triggers.event_source)
 
         # ------------------------------------------------------------------ workflow
         self.workflow = Workflow(self, "Workflow", props=WorkflowProps(
-            function=function,
+            function=invoked,
             default_bucket_name=self.source_bucket.bucket_name,
             default_prefix=settings.source_prefix,
             default_query=settings.query,
@@ -189,6 +199,8 @@ class S3SliceStack(Stack):
                     "which has no subscriber: nobody hears of errors, throttles or dead "
                     "letters until you subscribe to it, or deploy with "
                     "--context alarmEmail=you@example.com or alarmTopicArn=<topic>"))
+        # The alarms watch the function's own metrics (dimension FunctionName alone), which
+        # count its invocations through the alias too: they stay on the function.
         self.alarms = Alarms(self, "Alarms", props=AlarmsProps(
             function=function,
             timeout=self.read_function.timeout,
@@ -199,7 +211,10 @@ class S3SliceStack(Stack):
         ))
 
         # ------------------------------------------------------------------ outputs
-        CfnOutput(self, "FunctionName", value=function.function_name)
+        # With snapStart, the name direct callers invoke is the alias's (``<name>:live``).
+        CfnOutput(self, "FunctionName", value=invoked.function_name)
+        if self.read_function.alias is not None:
+            CfnOutput(self, "FunctionAliasArn", value=self.read_function.alias.function_arn)
         CfnOutput(self, "StateMachineArn", value=state_machine.state_machine_arn)
         CfnOutput(self, "QueueUrl", value=self.triggers.queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.triggers.dead_letter_queue.queue_url)

@@ -16,6 +16,7 @@ import pytest
 from tests.infrastructure.support import (
     CDK_DIR,
     IMPORTED_CONTEXT,
+    SNAP_START_CONTEXT,
     Synthesized,
     make_stand_in_layer,
     synthesize,
@@ -50,3 +51,11 @@ def imported_stack(stand_in_layer: Path,
     """The stack on existing buckets, with every optional setting given."""
     return synthesize({**IMPORTED_CONTEXT, "layerDir": str(stand_in_layer)},
                       tmp_path_factory.mktemp("imported"))
+
+
+@pytest.fixture(scope="session")
+def snap_start_stack(stand_in_layer: Path,
+                     tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The default stack with ``snapStart=true`` (and the 512 MB of /tmp SnapStart allows)."""
+    return synthesize({**SNAP_START_CONTEXT, "layerDir": str(stand_in_layer)},
+                      tmp_path_factory.mktemp("snap-start"))

@@ -100,6 +100,10 @@ IMPORTED_CONTEXT: dict[str, Any] = {
 }
 
 
+#: SnapStart on: the default deployment, with the most /tmp SnapStart supports.
+SNAP_START_CONTEXT: dict[str, Any] = {"snapStart": "true", "ephemeralStorageSize": "512"}
+
+
 def bare_stack() -> cdk.Stack:
     """An empty, environment-agnostic stack (with cdk.json's feature flags) for one construct."""
     import aws_cdk as cdk

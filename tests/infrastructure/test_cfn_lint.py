@@ -24,7 +24,7 @@ REGIONS = ["us-east-1", "eu-west-1", "ap-southeast-2"]
 IGNORED = ["W3005"]
 
 
-@pytest.mark.parametrize("which", ["default_stack", "imported_stack"])
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack", "snap_start_stack"])
 def test_template_passes_cfn_lint(which: str, request: pytest.FixtureRequest) -> None:
     synth: Synthesized = request.getfixturevalue(which)
     matches = lint(json.dumps(synth.json),

@@ -22,7 +22,7 @@ from tests.infrastructure.support import Synthesized, bare_stack
 
 pytestmark = pytest.mark.infrastructure
 
-STACKS = ["default_stack", "imported_stack"]
+STACKS = ["default_stack", "imported_stack", "snap_start_stack"]
 
 
 def describe(report: cdk.PolicyValidationPluginReport) -> str:
