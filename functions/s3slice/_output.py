@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -24,6 +25,7 @@ from s3slice._cost import cost
 from s3slice._errors import OutputError, RequestError, ResultTooLargeError, contained
 from s3slice._model import ObjectRef, OutputSpec, Request
 from s3slice._read import Timings
+from s3slice._spool import ParquetSpool
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import ReadResult, Stats
 
@@ -107,6 +109,8 @@ class Answer:
 def run(request: Request, *, engine: Engine,
         on_result: Callable[[ReadResult], None] | None = None) -> Answer:
     """Read, write and answer: the whole direct-invoke contract for one request."""
+    if streamed(request, engine):
+        return _run_streamed(request, engine, on_result)
     result = engine.read(request)
     if on_result is not None:
         on_result(result)
@@ -126,6 +130,39 @@ def run(request: Request, *, engine: Engine,
         outputs, stats = timed_write(engine, result, lambda: write_outputs(
             result, request, output, engine))
     return Answer(outputs=outputs, stats=stats, rows=rows, rows_spilled=spilled)
+
+
+def streamed(request: Request, engine: Engine) -> bool:
+    """Whether the answer is written as it is computed (:mod:`s3slice._spool`): a Parquet
+    output of a request the engine answers a row group at a time, with no rows asked
+    inline, and a temporary directory at least as large as the function's memory (any
+    answer that memory could hold fits there)."""
+    s = engine.settings
+    return (request.output is not None and request.output.format == "parquet"
+            and not request.return_rows and engine.streams(request)
+            and s.tmp_free_bytes() >= s.memory_mb * 1024 * 1024)
+
+
+def _run_streamed(request: Request, engine: Engine,
+                  on_result: Callable[[ReadResult], None] | None) -> Answer:
+    output = request.output
+    assert output is not None
+    spool = ParquetSpool(engine.settings.tmp_dir, output.compression)
+    try:
+        result = engine.read(request, sink=spool)
+        if on_result is not None:
+            on_result(result)
+        key = output_key(output, request, result.objects[0].obj)
+
+        def write() -> list[dict[str, Any]]:
+            path = spool.finish(result.frame)
+            [size] = put_all(engine, output.bucket, [(key, lambda: path)])
+            return [{"uri": f"s3://{output.bucket}/{key}", "rows": spool.rows, "bytes": size,
+                     "format": output.format, "source": result.objects[0].obj.uri}]
+        outputs, stats = timed_write(engine, result, write)
+    finally:
+        spool.close()
+    return Answer(outputs=outputs, stats=stats)
 
 
 def timed_write(engine: Engine, result: ReadResult,
@@ -170,8 +207,8 @@ def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
             for (source, frame), key, size in zip(pieces, keys, sizes, strict=True)]
 
 
-def put_all(engine: Engine, bucket: str, items: Sequence[tuple[str, Callable[[], bytes]]]
-            ) -> list[int]:
+def put_all(engine: Engine, bucket: str,
+            items: Sequence[tuple[str, Callable[[], bytes | Path]]]) -> list[int]:
     """Each item's bytes made and put under its key, in order; their sizes. If any fails,
     those this call already wrote are deleted: no partial result is left behind."""
     written: list[str] = []
@@ -182,7 +219,7 @@ def put_all(engine: Engine, bucket: str, items: Sequence[tuple[str, Callable[[],
             engine.deadline()
             engine.fetcher.put(bucket, key, data)
             written.append(key)
-            sizes.append(len(data))
+            sizes.append(data.stat().st_size if isinstance(data, Path) else len(data))
     except BaseException:
         for key in written:
             try:

@@ -74,6 +74,17 @@ class Io:
                                     concurrency=self.settings.max_concurrency)
 
 
+class PieceSink(Protocol):
+    """Where a streamed read sends the query's rows, a piece at a time."""
+
+    rows: int
+
+    def write(self, piece: pl.DataFrame) -> None: ...
+
+    def reset(self) -> None:
+        """Forget every piece: the read restarts (its object changed)."""
+
+
 class ObjectReader(Protocol):
     """Reads one object of its format for a query (its needed columns, its rows filtered)."""
 

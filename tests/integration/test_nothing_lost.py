@@ -26,6 +26,7 @@ from s3slice import (
 )
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
+from s3slice._spool import ParquetSpool
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from s3slice.parquet import footer as _footer
@@ -165,20 +166,24 @@ def _raise(e: BaseException) -> Any:
     return fail
 
 
-@pytest.mark.parametrize(("phase", "target", "error"), [
-    ("footer", (_footer, "parse_footer"), ObjectFormatError),
-    ("execute", (Analysis, "finish"), QueryError),
-    ("write", (_output, "serialize"), OutputError),
+@pytest.mark.parametrize(("phase", "target", "error", "output_format"), [
+    ("footer", (_footer, "parse_footer"), ObjectFormatError, "parquet"),
+    ("execute", (Analysis, "finish"), QueryError, "parquet"),
+    ("write", (_output, "serialize"), OutputError, "json"),
+    ("write streamed", (ParquetSpool, "_write"), OutputError, "parquet"),
+    ("write streamed", (ParquetSpool, "_finish"), OutputError, "parquet"),
 ])
 def test_a_panic_in_any_phase_is_the_typed_error_of_that_phase(
-        lake: S3Env, phase: str, target: tuple[Any, str], error: type[Exception]) -> None:
+        lake: S3Env, phase: str, target: tuple[Any, str], error: type[Exception],
+        output_format: str) -> None:
     """A real panic raised where each phase calls native code: the handler answers with the
-    phase's typed error, writes nothing, and the next request succeeds."""
+    phase's typed error, writes nothing, and the next request succeeds. (A Parquet output
+    of one object is written as it is computed, by the spool; a JSON one is serialized.)"""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(*target, _raise(native_panic()))
         with pytest.raises(error, match="assertion"):
             invoke({"source": f"s3://{DATA}/in/good.parquet",
-                    "output": f"s3://{RESULTS}/out/"})
+                    "output": {"uri": f"s3://{RESULTS}/out/", "format": output_format}})
     assert lake.keys(RESULTS) == []
     assert invoke({"source": f"s3://{DATA}/in/good.parquet"})["status"] == "ok"
 

@@ -251,3 +251,30 @@ def test_a_page_index_cuts_the_bytes_end_to_end(s3: S3Env, table: pl.DataFrame) 
     assert page_index["page_bytes"] < page_index["row_group_bytes"] / 10
     assert stats["requests"] == len(gets) and s3.log.count("HEAD") == 0
     assert stats["bytes_fetched"] == sum(r.body_bytes for r in gets)
+
+
+def test_a_large_streamed_output_goes_up_in_parts(s3: S3Env, table: pl.DataFrame,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every column of a 2M-row object, written as it is computed and uploaded as a
+    multipart upload of 5 MiB parts: the object read back is the whole table, and the
+    PUT requests the stats count are those the server saw."""
+    monkeypatch.setenv("S3SLICE_PART_SIZE", str(5 * 1024 * 1024))
+    big = pl.concat([table.with_columns(pl.col("col_1") + i) for i in range(5)])
+    bucket = s3.bucket("src")
+    s3.put_frame(bucket, "data/big.parquet", big, row_group_size=250_000, compression="snappy")
+    s3.bucket("out")
+    s3.log.clear()
+    response = invoke({"source": "s3://src/data/big.parquet",
+                       "output": {"uri": "s3://out/big/", "format": "parquet"}})
+    puts = [r for r in s3.log.requests if r.method in ("PUT", "POST")]
+    [out] = response["outputs"]
+    assert response["stats"]["strategy_inputs"]["decoder"] == "pyarrow-streamed"
+    assert out["bytes"] > 2 * 5 * 1024 * 1024
+    assert len(puts) == -(-out["bytes"] // (5 * 1024 * 1024)) + 2  # create, parts, complete
+    # The cost counts the upload's requests at PUT's price, the read's at GET's.
+    gets = response["stats"]["requests"]
+    assert response["stats"]["cost"]["s3_requests_usd"] == pytest.approx(
+        (gets * 0.0004 + len(puts) * 0.005) / 1000)
+    written = pl.read_parquet(io.BytesIO(s3.get(out["uri"])))
+    assert written.height == out["rows"] == big.height
+    assert written.sort("col_1", "col_2").equals(big.sort("col_1", "col_2"))

@@ -30,7 +30,7 @@ from s3slice._errors import (
     contained,
 )
 from s3slice._model import InputSpec, ObjectRef, Request
-from s3slice._read import Io, ObjectReader, ObjectResult, Timings, no_span
+from s3slice._read import Io, ObjectReader, ObjectResult, PieceSink, Timings, no_span
 from s3slice._settings import Settings
 from s3slice.engine import sources as _sources
 from s3slice.engine.results import ReadResult, Stats
@@ -125,9 +125,14 @@ class Engine:
     # ------------------------------------------------------------------- reading
 
     def read(self, request: Request, *,
-             finish: Callable[[pl.LazyFrame], pl.LazyFrame] | None = None) -> ReadResult:
+             finish: Callable[[pl.LazyFrame], pl.LazyFrame] | None = None,
+             sink: PieceSink | None = None) -> ReadResult:
         """Answer ``request``. ``finish``, when given, replaces the query's own final step
-        over the objects' rows (a map batch computes its partial aggregates with it)."""
+        over the objects' rows (a map batch computes its partial aggregates with it).
+
+        With ``sink`` (only for a request that :meth:`streams`), the answer goes there a
+        row group at a time, each piece through the query's final step, and is never held
+        whole: the result's frame then holds no rows, only the answer's schema."""
         started = time.perf_counter()
         before = self.fetcher.counters.snapshot()
         analysis = analyze(request.query)
@@ -137,7 +142,7 @@ class Engine:
             work = self._prune_partitions(objects, analysis)
 
         def one(item: tuple[ObjectRef, Analysis]) -> ObjectResult:
-            return self.read_object(item[0], item[1], timings, request.input)
+            return self.read_object(item[0], item[1], timings, request.input, sink=sink)
 
         workers = max(1, min(len(work), 8))
         if workers == 1:
@@ -184,7 +189,7 @@ class Engine:
             strategy="+".join(strategies),
             strategy_inputs=results[0].inputs if len(results) == 1 else {
                 "per_strategy": dict(collections.Counter(r.strategy for r in results))},
-            rows_out=frame.height,
+            rows_out=frame.height if sink is None else sink.rows,
             timings_ms={**{k: round(v, 1) for k, v in timings.ms.items()}, "total": total_ms},
             cost=cost(self.settings, duration_ms=total_ms, requests=tiers),
         )
@@ -205,8 +210,26 @@ class Engine:
             work = [(objects[0], analysis.for_object(values[0], types, pruned=True))]
         return work
 
+    def streams(self, request: Request) -> bool:
+        """Whether ``request`` can be answered a row group at a time (:meth:`read` with a
+        sink): one Parquet object, named exactly, and a query that does not combine rows
+        (a projection, a filter, row-wise expressions)."""
+        [*sources] = request.sources
+        if len(sources) != 1 or (not isinstance(sources[0], ObjectRef)
+                                 and (sources[0].is_glob or sources[0].is_prefix)):
+            return False
+        if input_for_key(sources[0].key, request.input).format != "parquet":
+            return False
+        analysis = analyze(request.query)
+        try:
+            combines = split_for(analysis) is not None
+        except QueryError:  # combines, with no exact split: answered whole
+            combines = True
+        return not combines and analysis.query.limit is None and analysis.early_limit is None
+
     def read_object(self, obj: ObjectRef, analysis: Analysis, timings: Timings,
-                    spec: InputSpec | None = None) -> ObjectResult:
+                    spec: InputSpec | None = None, *,
+                    sink: PieceSink | None = None) -> ObjectResult:
         """Read one object; an ETag change mid-read restarts it once, trusting nothing the
         caller knew of it (an event's size and ETag describe the object it announced).
 
@@ -215,9 +238,17 @@ class Engine:
         """
         reader = self.reader(obj, spec)
 
+        def finished(piece: pl.DataFrame) -> None:
+            assert sink is not None
+            with contained(lambda text: QueryError(f"polars failed running the query: {text}")):
+                sink.write(collect(analysis.finish(piece.lazy())))
+
         def attempt(o: ObjectRef) -> ObjectResult:
             with contained(lambda text: ObjectFormatError(f"unreadable: {text}", uri=o.uri),
                            native=(pl.exceptions.PolarsError, pa.ArrowException)):
+                if sink is not None:
+                    sink.reset()
+                    return self.parquet.read(o, analysis, timings, sink=finished)
                 return reader.read(o, analysis, timings)
 
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Literal, Protocol
 
 from s3slice._model import ObjectRef
@@ -81,6 +82,7 @@ class Fetcher(Protocol):
 
     def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]: ...
 
-    def put(self, bucket: str, key: str, data: bytes) -> None: ...
+    def put(self, bucket: str, key: str, data: bytes | Path) -> None:
+        """Write ``data`` (bytes, or a file's content, in parts when it is large) whole."""
 
     def delete(self, bucket: str, key: str) -> None: ...

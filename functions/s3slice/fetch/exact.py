@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from s3slice._errors import (
@@ -115,8 +116,11 @@ class ExactKeys:
                                 thread_name_prefix="s3slice-exact") as pool:
             return list(pool.map(one, ranges))
 
-    def put(self, bucket: str, key: str, data: bytes) -> None:
-        self.client().put_object(Bucket=bucket, Key=key, Body=data)
+    def put(self, bucket: str, key: str, data: bytes | Path) -> None:
+        if isinstance(data, Path):
+            self.client().upload_file(str(data), bucket, key)
+        else:
+            self.client().put_object(Bucket=bucket, Key=key, Body=data)
 
     def delete(self, bucket: str, key: str) -> None:
         try:

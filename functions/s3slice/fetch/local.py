@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -70,11 +71,14 @@ class LocalFetcher:
         self.counters.add(0, "list")
         return sorted((r for r in refs if r.key.startswith(prefix)), key=lambda r: r.key)
 
-    def put(self, bucket: str, key: str, data: bytes) -> None:
+    def put(self, bucket: str, key: str, data: bytes | Path) -> None:
         path = self.root / bucket / key
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".partial")
-        tmp.write_bytes(data)
+        if isinstance(data, Path):
+            shutil.copyfile(data, tmp)
+        else:
+            tmp.write_bytes(data)
         tmp.replace(path)  # appears whole or not at all, as an S3 PUT does
         self.counters.add(0, "put")
 
@@ -131,8 +135,9 @@ class RecordingFetcher:
         self._record(Call("list", f"s3://{bucket}/{prefix}"))
         return self.inner.list_objects(bucket, prefix)
 
-    def put(self, bucket: str, key: str, data: bytes) -> None:
-        self._record(Call("put", f"s3://{bucket}/{key}", 0, len(data)))
+    def put(self, bucket: str, key: str, data: bytes | Path) -> None:
+        size = data.stat().st_size if isinstance(data, Path) else len(data)
+        self._record(Call("put", f"s3://{bucket}/{key}", 0, size))
         self.inner.put(bucket, key, data)
 
     def delete(self, bucket: str, key: str) -> None:

@@ -9,6 +9,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from s3slice._errors import (
@@ -256,19 +257,25 @@ class S3Fetcher:
             self.counters.add(0, "list")
         return sorted(refs, key=lambda r: r.key)
 
-    def put(self, bucket: str, key: str, data: bytes) -> None:
+    def put(self, bucket: str, key: str, data: bytes | Path) -> None:
         import obstore
 
+        size = data.stat().st_size if isinstance(data, Path) else len(data)
+        chunk = self.settings.part_size
         try:
             if addressable(key):
-                obstore.put(self._store(bucket), key, data)
+                obstore.put(self._store(bucket), key, data, chunk_size=chunk)
             else:
                 self.exact.put(bucket, key, data)
         except BaseException as e:
             if not (isinstance(e, Exception) or is_native_panic(e)):
                 raise
             raise OutputError(f"cannot write s3://{bucket}/{key}: {first_line(e)}") from e
-        self.counters.add(0, "put")
+        # A file larger than one part goes up as a multipart upload: create, the parts,
+        # complete.
+        parts = -(-size // chunk) if isinstance(data, Path) and size > chunk else 0
+        for _ in range(parts + 2 if parts else 1):
+            self.counters.add(0, "put")
 
     def delete(self, bucket: str, key: str) -> None:
         import obstore

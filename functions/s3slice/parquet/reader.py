@@ -4,7 +4,10 @@ the plan, Bloom-filter pruning, then the strategy that fetches and decodes."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
+
+import polars as pl
 
 from s3slice import _ranges
 from s3slice._model import ObjectRef
@@ -36,13 +39,16 @@ class ParquetReader:
         self.io = io
         self.footers = footers
 
-    def read(self, obj: ObjectRef, analysis: Analysis, timings: Timings) -> ObjectResult:
+    def read(self, obj: ObjectRef, analysis: Analysis, timings: Timings, *,
+             sink: Callable[[pl.DataFrame], None] | None = None) -> ObjectResult:
+        """``obj`` read for ``analysis``; with ``sink``, its rows go there a row group at a
+        time (the result's frame then holds none)."""
         self.io.deadline()
         with timings.phase("plan"):
             footing = self.footer(obj)
         try:
             with timings.phase("plan"):
-                job, strategy = self._plan(obj, footing, analysis, timings)
+                job, strategy = self._plan(obj, footing, analysis, timings, sink)
             decoded = strategy.read(self.io, job)
         finally:
             if footing.whole is not None:
@@ -53,8 +59,8 @@ class ParquetReader:
                             needed_bytes=decoded.needed_bytes, strategy=strategy.name,
                             inputs=job.inputs)
 
-    def _plan(self, obj: ObjectRef, footing: Footing, analysis: Analysis,
-              timings: Timings) -> tuple[Job, Strategy]:
+    def _plan(self, obj: ObjectRef, footing: Footing, analysis: Analysis, timings: Timings,
+              sink: Callable[[pl.DataFrame], None] | None) -> tuple[Job, Strategy]:
         footer = footing.footer
         columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
         plan = plan_parquet(footer, columns=columns, predicate=analysis.predicate, uri=obj.uri,
@@ -66,7 +72,7 @@ class ParquetReader:
         if footing.whole is None:
             plan, bloom = self._bloom_prune(obj, footer, plan, analysis, footing.etag)
         job = Job(obj=obj, footer=footer, plan=plan, etag=footing.etag, analysis=analysis,
-                  timings=timings, whole=footing.whole)
+                  timings=timings, whole=footing.whole, sink=sink)
         strategy = choose(job, self.io.settings)
         job.inputs["footer"] = footing.via
         if bloom is not None:

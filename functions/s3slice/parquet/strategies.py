@@ -14,7 +14,7 @@ chooses its download outputs by an ``is_compatible`` chain.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import polars as pl
@@ -27,7 +27,7 @@ from s3slice._read import Io, Timings
 from s3slice._settings import Settings
 from s3slice.fetch.image import FileImage, Image, MemoryImage
 from s3slice.parquet import pages as _pages
-from s3slice.parquet.decode import decode
+from s3slice.parquet.decode import decode, empty
 from s3slice.parquet.footer import Footer, magic_checked
 from s3slice.parquet.plan import Plan
 from s3slice.query.analysis import Analysis, collect
@@ -47,6 +47,8 @@ class Job:
     whole: Image | None = None
     #: What the choices were made from (``strategy_inputs``); strategies add to it.
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: When set, the rows go here a row group at a time and are never held whole.
+    sink: Callable[[pl.DataFrame], None] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +81,26 @@ def fetch_metadata(io: Io, obj: ObjectRef, footer: Footer, ranges: Sequence[_ran
     return held
 
 
+def _decode_plan(job: Job, image: Image | None, *, complete: bool = False
+                 ) -> tuple[pl.DataFrame, str]:
+    """The plan's row groups decoded: as one frame, or, when the job streams, one row group
+    at a time into its sink (the frame returned then holds no rows, only the schema)."""
+    if job.sink is None:
+        return decode(job.obj, image, job.plan, job.plan.row_groups, job.analysis,
+                      complete=complete)
+    for g in job.plan.row_groups:
+        job.sink(decode(job.obj, image, job.plan, [g], job.analysis)[0])
+    return empty(job.plan, job.analysis), "pyarrow-streamed"
+
+
+def _streamed(job: Job, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` sent to the job's sink when it streams (then an empty frame is kept)."""
+    if job.sink is None:
+        return frame
+    job.sink(frame)
+    return frame.clear()
+
+
 class Strategy:
     name: ClassVar[str]
 
@@ -107,8 +129,7 @@ class Single(Strategy):
 
     def read(self, io: Io, job: Job) -> Decoded:
         with job.timings.phase("execute"):
-            frame, decoder = decode(job.obj, job.whole, job.plan, job.plan.row_groups,
-                                    job.analysis, complete=True)
+            frame, decoder = _decode_plan(job, job.whole, complete=True)
         return _decoded(job, frame, decoder)
 
 
@@ -132,8 +153,7 @@ class Whole(Strategy):
                 io.fetch(job.obj, _ranges.parts(_ranges.subtract([(0, footer.size)], held), s),
                          job.etag, magic_checked(image.write, job.obj.uri))
             with job.timings.phase("execute"):
-                frame, decoder = decode(job.obj, image, job.plan, job.plan.row_groups,
-                                        job.analysis, complete=True)
+                frame, decoder = _decode_plan(job, image, complete=True)
         finally:
             image.close()
         return _decoded(job, frame, decoder)
@@ -170,8 +190,7 @@ class Ranges(Strategy):
                 ranges = job.plan.fetch_ranges(s, held=(footer.data_end, footer.size))
                 io.fetch(job.obj, ranges, job.etag, magic_checked(image.write, job.obj.uri))
             with job.timings.phase("execute"):
-                frame, decoder = decode(job.obj, image, job.plan, job.plan.row_groups,
-                                        job.analysis)
+                frame, decoder = _decode_plan(job, image)
         finally:
             image.close()
         return _decoded(job, frame, decoder)
@@ -219,7 +238,7 @@ class Ranges(Strategy):
             table = _pages.decode(job.footer, pages, held.read,
                                   pa.schema([schema.field(c) for c in job.plan.columns]),
                                   uri=job.obj.uri)
-            frame = collect(job.analysis.prefilter(to_polars(table).lazy()))
+            frame = _streamed(job, collect(job.analysis.prefilter(to_polars(table).lazy())))
         job.inputs["decoder"] = "pyarrow-pages"
         return Decoded(frame=frame, row_groups_read=len(pages.row_groups), rows_in=pages.rows,
                        needed_bytes=pages.needed_bytes)
@@ -258,13 +277,13 @@ class Batches(Strategy):
                     piece, _ = decode(job.obj, image, plan, batch, job.analysis)
             finally:
                 image.close()
-            frames.append(piece)
+            frames.append(_streamed(job, piece))
             rows += piece.height
             if job.analysis.early_limit is not None and rows >= job.analysis.early_limit:
                 break
         frame = (pl.concat(frames, how="vertical_relaxed") if frames
                  else decode(job.obj, None, plan, (), job.analysis)[0])
-        return _decoded(job, frame, "pyarrow")
+        return _decoded(job, frame, "pyarrow" if job.sink is None else "pyarrow-streamed")
 
 
 #: In order: the first compatible one reads.

@@ -1,0 +1,109 @@
+"""A Parquet output of one object and a query that does not combine rows is written as it
+is computed: a row group at a time into a file in the temporary directory, then uploaded.
+Its content is the oracle's; every other request keeps the in-memory path."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+import s3slice._output as output_module
+from s3slice import Engine, FooterCache, LocalFetcher, RecordingFetcher, Settings, parse_request
+from s3slice._demo import sample_table
+
+BUCKET = "data"
+ROWS, GROUPS = 40_000, 8
+
+
+@pytest.fixture(scope="module")
+def table() -> pl.DataFrame:
+    return sample_table(ROWS)
+
+
+@pytest.fixture
+def root(tmp_path: Path, table: pl.DataFrame) -> Path:
+    (tmp_path / BUCKET).mkdir()
+    table.write_parquet(tmp_path / BUCKET / "t.parquet", row_group_size=ROWS // GROUPS)
+    (tmp_path / "scratch").mkdir()
+    return tmp_path
+
+
+def respond(root: Path, request: dict[str, Any], **settings: Any
+            ) -> tuple[dict[str, Any], RecordingFetcher]:
+    fetcher = RecordingFetcher(LocalFetcher(root))
+    engine = Engine(Settings(memory_mb=1024, tmp_dir=str(root / "scratch"), **settings),
+                    fetcher=fetcher, footer_cache=FooterCache(1 << 20))
+    answer = output_module.run(parse_request(request), engine=engine)
+    return answer.to_dict(), fetcher
+
+
+def written(root: Path, response: dict[str, Any]) -> pl.DataFrame:
+    [output] = response["outputs"]
+    return pl.read_parquet(root / output["uri"].removeprefix("s3://"))
+
+
+OUT = {"uri": "s3://out/r/", "format": "parquet"}
+
+
+@pytest.mark.parametrize("strategy", ["auto", "whole", "ranges", "batches"])
+@pytest.mark.parametrize(("query", "expected"), [
+    ({"columns": ["col_1", "region"], "filter": "col_1 <= 200000"},
+     lambda t: t.filter(pl.col("col_1") <= 200000).select("col_1", "region")),
+    ({"sql": "SELECT col_2 * 2 AS twice, region FROM s3object WHERE region = 'north'"},
+     lambda t: t.filter(pl.col("region") == "north").select(
+         (pl.col("col_2") * 2).alias("twice"), "region")),
+    ({}, lambda t: t),
+    ({"filter": "col_1 < 0"}, lambda t: t.clear()),
+])
+def test_the_streamed_output_is_the_oracle(root: Path, table: pl.DataFrame, strategy: str,
+                                           query: dict[str, Any], expected: Any) -> None:
+    request = {"source": f"s3://{BUCKET}/t.parquet", **query, "output": OUT}
+    response, fetcher = respond(root, request, strategy=strategy)
+    assert response["stats"]["strategy_inputs"]["decoder"] in (
+        "pyarrow-streamed", "pyarrow-pages")
+    want = expected(table)
+    got = written(root, response)
+    assert got.columns == want.columns
+    assert got.sort(got.columns).equals(want.sort(want.columns).cast(got.schema))
+    assert response["outputs"][0]["rows"] == want.height == response["stats"]["rows_out"]
+    [put] = [c for c in fetcher if c.kind == "put"]
+    assert put.end == response["outputs"][0]["bytes"]
+    assert list((root / "scratch").iterdir()) == []  # the spooled file is gone
+
+
+def test_the_pieces_are_row_groups_of_the_object(root: Path) -> None:
+    response, _ = respond(root, {"source": f"s3://{BUCKET}/t.parquet", "output": OUT},
+                          strategy="whole")
+    [output] = response["outputs"]
+    metadata = pq.read_metadata(io.BytesIO((root / output["uri"][5:]).read_bytes()))
+    assert metadata.num_row_groups == GROUPS
+
+
+@pytest.mark.parametrize("request_", [
+    {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"], "limit": 5, "output": OUT},
+    {"source": f"s3://{BUCKET}/t.parquet", "sql": "SELECT COUNT(*) AS n FROM s3object",
+     "output": OUT},
+    {"source": f"s3://{BUCKET}/t.parquet", "sql": "SELECT MEDIAN(col_1) AS m FROM s3object",
+     "output": OUT},
+    {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"],
+     "output": {"uri": "s3://out/r/", "format": "csv"}},
+    {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_1"], "return_rows": True,
+     "output": OUT},
+])
+def test_other_requests_keep_the_in_memory_path(root: Path, request_: dict[str, Any]) -> None:
+    response, _ = respond(root, request_, strategy="whole")
+    assert response["stats"]["strategy_inputs"]["decoder"] != "pyarrow-streamed"
+
+
+def test_no_room_in_the_temporary_directory_keeps_the_in_memory_path(
+        root: Path, monkeypatch: pytest.MonkeyPatch, table: pl.DataFrame) -> None:
+    monkeypatch.setattr(Settings, "tmp_free_bytes", lambda self: 1024 * 1024 * 1024 - 1)
+    response, _ = respond(root, {"source": f"s3://{BUCKET}/t.parquet", "output": OUT},
+                          strategy="whole")
+    assert response["stats"]["strategy_inputs"]["decoder"] != "pyarrow-streamed"
+    assert written(root, response).equals(table)
