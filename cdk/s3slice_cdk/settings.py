@@ -260,7 +260,7 @@ class StackSettings:
         for location in self.read_uris:
             if location.bucket is None or not _BUCKET_NAME.match(location.bucket):
                 raise SettingsError(f"readUris: {location.bucket!r} is not a valid bucket name")
-        self._check_characters()
+        _check_characters(self)
         for arn in self.kms_key_arns:
             if not _KEY_ARN.match(arn):
                 raise SettingsError(
@@ -319,107 +319,11 @@ class StackSettings:
                              *(("readUris", r.prefix) for r in self.read_uris)):
             if prefix and not prefix.endswith("/"):
                 raise SettingsError(f"{name}: {prefix!r} must end with '/' (or be empty)")
-        self._check_suffixes()
-        self._check_no_recursion()
-        self._check_read_uris()
-        self._check_concurrency()
-        self._check_snap_start()
-
-    def _check_characters(self) -> None:
-        """No IAM wildcard, policy variable or URL-encoded character in a key setting."""
-        values = [("sourcePrefix", self.source_prefix), ("outputPrefix", self.output_prefix),
-                  ("workflowResultsPrefix", self.workflow_results_prefix),
-                  *(("sourceSuffixes", suffix) for suffix in self.source_suffixes),
-                  *(("readUris", location.uri) for location in self.read_uris)]
-        for name, value in values:
-            text = value.removeprefix("s3://") if name == "readUris" else value
-            bad = sorted(set(text) - KEY_CHARACTERS)
-            if bad:
-                raise SettingsError(
-                    f"{name}: {value!r} contains {' '.join(repr(c) for c in bad)}. IAM reads "
-                    "'*' and '?' as wildcards and '${...}' as a policy variable in the ARNs "
-                    "and conditions granted (so a prefix with them grants more than it "
-                    "names), and S3 wants other characters URL-encoded; use only letters, "
-                    "digits and / ! - _ . ' ( ) =")
-
-    def _check_read_uris(self) -> None:
-        """readUris never overlap the output, and name a whole bucket only when allowed."""
-        for location in self.read_uris:
-            if location.overlaps(self.output):
-                raise SettingsError(
-                    f"readUris: {location.uri} overlaps the output location "
-                    f"{self.output.uri}: the function could read what it writes. Choose a "
-                    "readUris prefix outside outputPrefix, or another outputBucket.")
-            if not location.prefix and not self.allow_whole_bucket_reads:
-                raise SettingsError(
-                    f"readUris: {location.uri} names the whole bucket {location.bucket}. Give "
-                    "a prefix (s3://bucket/prefix/), or set allowWholeBucketReads=true to "
-                    "grant reading every object in it.")
-
-    def _check_concurrency(self) -> None:
-        """What the function may run at once fits what it, and the account, can run."""
-        reserved = self.reserved_concurrency
-        ceiling = self.account_concurrency - UNRESERVED_MINIMUM
-        if reserved is not None and reserved > ceiling:
-            raise SettingsError(
-                f"reservedConcurrency: {reserved} exceeds accountConcurrency "
-                f"({self.account_concurrency}) minus the {UNRESERVED_MINIMUM} Lambda keeps "
-                "unreserved; lower it, or set accountConcurrency to the account's quota")
-        if reserved == 0:
-            return  # the function is switched off: nothing runs, nothing to bound
-        budget, budget_key = self.concurrency_budget
-        total = self.event_source_max_concurrency + self.workflow_concurrency
-        if total > budget:
-            raise SettingsError(
-                f"eventSourceMaxConcurrency + workflowMaxConcurrency: "
-                f"{self.event_source_max_concurrency} + {self.workflow_concurrency} = "
-                f"{total} concurrent executions exceed {budget_key} ({budget}): the queue "
-                "and the workflow at full speed would be throttled (queue messages would "
-                "count receives towards the dead-letter queue). Lower either, or raise "
-                f"{budget_key}.")
-
-    def _check_snap_start(self) -> None:
-        """SnapStart only where Lambda offers it: Python 3.12+ and at most 512 MB of /tmp."""
-        if not self.snap_start:
-            return
-        if self.python_version not in SNAPSTART_PYTHON_VERSIONS:
-            raise SettingsError(
-                f"pythonVersion: {self.python_version} cannot be used with snapStart=true: "
-                "Lambda SnapStart supports the Python runtimes "
-                f"{', '.join(SNAPSTART_PYTHON_VERSIONS)} only. Set pythonVersion=3.12 or "
-                "later (and build the layer for it), or snapStart=false.")
-        if self.ephemeral_storage_size > SNAPSTART_MAX_EPHEMERAL_STORAGE_MB:
-            raise SettingsError(
-                f"ephemeralStorageSize: {self.ephemeral_storage_size} MB cannot be used with "
-                "snapStart=true: Lambda SnapStart does not support ephemeral storage above "
-                f"{SNAPSTART_MAX_EPHEMERAL_STORAGE_MB} MB. Set ephemeralStorageSize="
-                f"{SNAPSTART_MAX_EPHEMERAL_STORAGE_MB} (objects larger than the function's "
-                "memory budget then have less room to spill to /tmp), or snapStart=false.")
-
-    def _check_suffixes(self) -> None:
-        suffixes = self.source_suffixes
-        if len(set(suffixes)) != len(suffixes):
-            raise SettingsError(f"sourceSuffixes: duplicates in {list(suffixes)}")
-        for a in suffixes:
-            for b in suffixes:
-                if a != b and b.endswith(a):
-                    # S3 rejects two notification rules whose filters overlap.
-                    raise SettingsError(f"sourceSuffixes: {a!r} is a suffix of {b!r}; S3 "
-                                        "rejects overlapping notification filters")
-
-    def _check_no_recursion(self) -> None:
-        """Nothing the stack writes may land where it is watched (that would loop)."""
-        watched = self.watched
-        for name, location in (("outputPrefix", self.output),
-                               ("workflowResultsPrefix", self.workflow_results)):
-            if location.overlaps(watched):
-                bucket = watched.bucket or "the stack's data bucket"
-                raise SettingsError(
-                    f"{name}: {location.prefix!r} overlaps the watched prefix "
-                    f"{watched.prefix!r} in {bucket}: every result written there would "
-                    "trigger the function again. Choose a prefix outside the watched one "
-                    "(e.g. outputPrefix=results/ with sourcePrefix=incoming/) or another "
-                    "outputBucket.")
+        _check_suffixes(self)
+        _check_no_recursion(self)
+        _check_read_uris(self)
+        _check_concurrency(self)
+        _check_snap_start(self)
 
     # ----------------------------------------------------------------- from context
     @classmethod
@@ -433,6 +337,108 @@ class StackSettings:
             parse: Callable[[str, Any], Any] = _PARSERS.get(field.name, _parse_str)
             kwargs[field.name] = parse(field.name, raw)
         return cls(**kwargs)
+
+
+def _check_characters(s: StackSettings) -> None:
+    """No IAM wildcard, policy variable or URL-encoded character in a key setting."""
+    values = [("sourcePrefix", s.source_prefix), ("outputPrefix", s.output_prefix),
+              ("workflowResultsPrefix", s.workflow_results_prefix),
+              *(("sourceSuffixes", suffix) for suffix in s.source_suffixes),
+              *(("readUris", location.uri) for location in s.read_uris)]
+    for name, value in values:
+        text = value.removeprefix("s3://") if name == "readUris" else value
+        bad = sorted(set(text) - KEY_CHARACTERS)
+        if bad:
+            raise SettingsError(
+                f"{name}: {value!r} contains {' '.join(repr(c) for c in bad)}. IAM reads "
+                "'*' and '?' as wildcards and '${...}' as a policy variable in the ARNs "
+                "and conditions granted (so a prefix with them grants more than it "
+                "names), and S3 wants other characters URL-encoded; use only letters, "
+                "digits and / ! - _ . ' ( ) =")
+
+
+def _check_read_uris(s: StackSettings) -> None:
+    """readUris never overlap the output, and name a whole bucket only when allowed."""
+    for location in s.read_uris:
+        if location.overlaps(s.output):
+            raise SettingsError(
+                f"readUris: {location.uri} overlaps the output location "
+                f"{s.output.uri}: the function could read what it writes. Choose a "
+                "readUris prefix outside outputPrefix, or another outputBucket.")
+        if not location.prefix and not s.allow_whole_bucket_reads:
+            raise SettingsError(
+                f"readUris: {location.uri} names the whole bucket {location.bucket}. Give "
+                "a prefix (s3://bucket/prefix/), or set allowWholeBucketReads=true to "
+                "grant reading every object in it.")
+
+
+def _check_concurrency(s: StackSettings) -> None:
+    """What the function may run at once fits what it, and the account, can run."""
+    reserved = s.reserved_concurrency
+    ceiling = s.account_concurrency - UNRESERVED_MINIMUM
+    if reserved is not None and reserved > ceiling:
+        raise SettingsError(
+            f"reservedConcurrency: {reserved} exceeds accountConcurrency "
+            f"({s.account_concurrency}) minus the {UNRESERVED_MINIMUM} Lambda keeps "
+            "unreserved; lower it, or set accountConcurrency to the account's quota")
+    if reserved == 0:
+        return  # the function is switched off: nothing runs, nothing to bound
+    budget, budget_key = s.concurrency_budget
+    total = s.event_source_max_concurrency + s.workflow_concurrency
+    if total > budget:
+        raise SettingsError(
+            f"eventSourceMaxConcurrency + workflowMaxConcurrency: "
+            f"{s.event_source_max_concurrency} + {s.workflow_concurrency} = "
+            f"{total} concurrent executions exceed {budget_key} ({budget}): the queue "
+            "and the workflow at full speed would be throttled (queue messages would "
+            "count receives towards the dead-letter queue). Lower either, or raise "
+            f"{budget_key}.")
+
+
+def _check_snap_start(s: StackSettings) -> None:
+    """SnapStart only where Lambda offers it: Python 3.12+ and at most 512 MB of /tmp."""
+    if not s.snap_start:
+        return
+    if s.python_version not in SNAPSTART_PYTHON_VERSIONS:
+        raise SettingsError(
+            f"pythonVersion: {s.python_version} cannot be used with snapStart=true: "
+            "Lambda SnapStart supports the Python runtimes "
+            f"{', '.join(SNAPSTART_PYTHON_VERSIONS)} only. Set pythonVersion=3.12 or "
+            "later (and build the layer for it), or snapStart=false.")
+    if s.ephemeral_storage_size > SNAPSTART_MAX_EPHEMERAL_STORAGE_MB:
+        raise SettingsError(
+            f"ephemeralStorageSize: {s.ephemeral_storage_size} MB cannot be used with "
+            "snapStart=true: Lambda SnapStart does not support ephemeral storage above "
+            f"{SNAPSTART_MAX_EPHEMERAL_STORAGE_MB} MB. Set ephemeralStorageSize="
+            f"{SNAPSTART_MAX_EPHEMERAL_STORAGE_MB} (objects larger than the function's "
+            "memory budget then have less room to spill to /tmp), or snapStart=false.")
+
+
+def _check_suffixes(s: StackSettings) -> None:
+    suffixes = s.source_suffixes
+    if len(set(suffixes)) != len(suffixes):
+        raise SettingsError(f"sourceSuffixes: duplicates in {list(suffixes)}")
+    for a in suffixes:
+        for b in suffixes:
+            if a != b and b.endswith(a):
+                # S3 rejects two notification rules whose filters overlap.
+                raise SettingsError(f"sourceSuffixes: {a!r} is a suffix of {b!r}; S3 "
+                                    "rejects overlapping notification filters")
+
+
+def _check_no_recursion(s: StackSettings) -> None:
+    """Nothing the stack writes may land where it is watched (that would loop)."""
+    watched = s.watched
+    for name, location in (("outputPrefix", s.output),
+                           ("workflowResultsPrefix", s.workflow_results)):
+        if location.overlaps(watched):
+            bucket = watched.bucket or "the stack's data bucket"
+            raise SettingsError(
+                f"{name}: {location.prefix!r} overlaps the watched prefix "
+                f"{watched.prefix!r} in {bucket}: every result written there would "
+                "trigger the function again. Choose a prefix outside the watched one "
+                "(e.g. outputPrefix=results/ with sourcePrefix=incoming/) or another "
+                "outputBucket.")
 
 
 # --------------------------------------------------------------------- parsing helpers
