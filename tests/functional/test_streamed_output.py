@@ -50,6 +50,7 @@ def written(root: Path, response: dict[str, Any]) -> pl.DataFrame:
 OUT = {"uri": "s3://out/r/", "format": "parquet"}
 
 
+@pytest.mark.parametrize("budget_mb", [None, 1], ids=["decoded-whole", "row-group-at-a-time"])
 @pytest.mark.parametrize("strategy", ["auto", "whole", "ranges", "batches"])
 @pytest.mark.parametrize(("query", "expected"), [
     ({"columns": ["col_1", "region"], "filter": "col_1 <= 200000"},
@@ -61,11 +62,17 @@ OUT = {"uri": "s3://out/r/", "format": "parquet"}
     ({"filter": "col_1 < 0"}, lambda t: t.clear()),
 ])
 def test_the_streamed_output_is_the_oracle(root: Path, table: pl.DataFrame, strategy: str,
-                                           query: dict[str, Any], expected: Any) -> None:
+                                           query: dict[str, Any], expected: Any,
+                                           budget_mb: int | None) -> None:
+    """Decoded whole when the needed bytes are at most a quarter of the memory budget (the
+    answer then goes to the spool in one piece), else a row group at a time."""
     request = {"source": f"s3://{BUCKET}/t.parquet", **query, "output": OUT}
-    response, fetcher = respond(root, request, strategy=strategy)
-    assert response["stats"]["strategy_inputs"]["decoder"] in (
-        "pyarrow-streamed", "pyarrow-pages")
+    response, fetcher = respond(root, request, strategy=strategy, memory_budget_mb=budget_mb)
+    stats = response["stats"]
+    # Batches stream whatever their size; the other strategies decode whole when it fits.
+    per_group = strategy == "batches" or (
+        stats["needed_bytes"] > (budget_mb or 614) * 1024 * 1024 // 4)
+    assert (stats["strategy_inputs"]["decoder"] == "pyarrow-streamed") is per_group
     want = expected(table)
     got = written(root, response)
     assert got.columns == want.columns
@@ -78,7 +85,7 @@ def test_the_streamed_output_is_the_oracle(root: Path, table: pl.DataFrame, stra
 
 def test_the_pieces_are_row_groups_of_the_object(root: Path) -> None:
     response, _ = respond(root, {"source": f"s3://{BUCKET}/t.parquet", "output": OUT},
-                          strategy="whole")
+                          strategy="whole", memory_budget_mb=1)
     [output] = response["outputs"]
     metadata = pq.read_metadata(io.BytesIO((root / output["uri"][5:]).read_bytes()))
     assert metadata.num_row_groups == GROUPS
@@ -96,7 +103,7 @@ def test_the_pieces_are_row_groups_of_the_object(root: Path) -> None:
      "output": OUT},
 ])
 def test_other_requests_keep_the_in_memory_path(root: Path, request_: dict[str, Any]) -> None:
-    response, _ = respond(root, request_, strategy="whole")
+    response, _ = respond(root, request_, strategy="whole", memory_budget_mb=1)
     assert response["stats"]["strategy_inputs"]["decoder"] != "pyarrow-streamed"
 
 
@@ -104,6 +111,6 @@ def test_no_room_in_the_temporary_directory_keeps_the_in_memory_path(
         root: Path, monkeypatch: pytest.MonkeyPatch, table: pl.DataFrame) -> None:
     monkeypatch.setattr(Settings, "tmp_free_bytes", lambda self: 1024 * 1024 * 1024 - 1)
     response, _ = respond(root, {"source": f"s3://{BUCKET}/t.parquet", "output": OUT},
-                          strategy="whole")
+                          strategy="whole", memory_budget_mb=1)
     assert response["stats"]["strategy_inputs"]["decoder"] != "pyarrow-streamed"
     assert written(root, response).equals(table)

@@ -81,13 +81,16 @@ def fetch_metadata(io: Io, obj: ObjectRef, footer: Footer, ranges: Sequence[_ran
     return held
 
 
-def _decode_plan(job: Job, image: Image | None, *, complete: bool = False
-                 ) -> tuple[pl.DataFrame, str]:
-    """The plan's row groups decoded: as one frame, or, when the job streams, one row group
-    at a time into its sink (the frame returned then holds no rows, only the schema)."""
-    if job.sink is None:
-        return decode(job.obj, image, job.plan, job.plan.row_groups, job.analysis,
-                      complete=complete)
+def _decode_plan(job: Job, image: Image | None, settings: Settings, *,
+                 complete: bool = False) -> tuple[pl.DataFrame, str]:
+    """The plan's row groups decoded: as one frame, or, when the job streams, into its sink
+    (the frame returned then holds no rows, only the schema): whole when the needed bytes
+    are at most a quarter of the memory budget (one decode, polars' own when it may), else
+    one row group at a time."""
+    if job.sink is None or job.plan.needed_bytes <= settings.memory_budget_bytes // 4:
+        frame, decoder = decode(job.obj, image, job.plan, job.plan.row_groups, job.analysis,
+                                complete=complete)
+        return _streamed(job, frame), decoder
     for g in job.plan.row_groups:
         job.sink(decode(job.obj, image, job.plan, [g], job.analysis)[0])
     return empty(job.plan, job.analysis), "pyarrow-streamed"
@@ -129,7 +132,7 @@ class Single(Strategy):
 
     def read(self, io: Io, job: Job) -> Decoded:
         with job.timings.phase("execute"):
-            frame, decoder = _decode_plan(job, job.whole, complete=True)
+            frame, decoder = _decode_plan(job, job.whole, io.settings, complete=True)
         return _decoded(job, frame, decoder)
 
 
@@ -153,7 +156,7 @@ class Whole(Strategy):
                 io.fetch(job.obj, _ranges.parts(_ranges.subtract([(0, footer.size)], held), s),
                          job.etag, magic_checked(image.write, job.obj.uri))
             with job.timings.phase("execute"):
-                frame, decoder = _decode_plan(job, image, complete=True)
+                frame, decoder = _decode_plan(job, image, io.settings, complete=True)
         finally:
             image.close()
         return _decoded(job, frame, decoder)
@@ -190,7 +193,7 @@ class Ranges(Strategy):
                 ranges = job.plan.fetch_ranges(s, held=(footer.data_end, footer.size))
                 io.fetch(job.obj, ranges, job.etag, magic_checked(image.write, job.obj.uri))
             with job.timings.phase("execute"):
-                frame, decoder = _decode_plan(job, image)
+                frame, decoder = _decode_plan(job, image, io.settings)
         finally:
             image.close()
         return _decoded(job, frame, decoder)
