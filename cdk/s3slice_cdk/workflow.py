@@ -176,24 +176,16 @@ class Workflow(Construct):
             output_path="$.merged",
         )
 
-        self.check = tasks.LambdaInvoke(
-            self, "Check",
-            comment="Before any batch runs: does the query combine objects, and can it be "
-                    "split exactly? ({Check: {query, output}})",
-            lambda_function=props.function,
+        self.check = _function_task(
+            self, props.function, "Check",
+            "Before any batch runs: does the query combine objects, and can it be split "
+            "exactly? ({Check: {query, output}})",
+            failed=("QueryRefused", "A typed error of the check (a query that cannot be "
+                    "split exactly, a malformed query or output): no batch has run"),
             payload=sfn.TaskInput.from_object({"Check": _from_paths(CHECK_INPUT)}),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
             result_selector={"combines.$": "$.combines"},
             result_path="$.check",
         )
-        _retry_and_catch(self.check, sfn.Fail(
-            self, "QueryRefused",
-            comment="A typed error of the check (a query that cannot be split exactly, a "
-                    "malformed query or output): no batch has run",
-            error_path="$.failure.Error",
-            cause_path="$.failure.Cause",
-        ))
         # A combining query's answer needs every batch: the map tolerates no failure.
         self.no_failed_batches = sfn.Pass(
             self, "ToleratesNoFailedBatch",
@@ -207,19 +199,12 @@ class Workflow(Construct):
                     "input's toleratedFailurePercentage",
         )
 
-        self.task = tasks.LambdaInvoke(
-            self, "QueryBatch",
-            comment="One batch of objects: {Items, BatchInput: {query, output, bucket, run}}",
-            lambda_function=props.function,
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
+        self.task = _function_task(
+            self, props.function, "QueryBatch",
+            "One batch of objects: {Items, BatchInput: {query, output, bucket, run}}",
+            failed=("PermanentError", "A typed error that retrying cannot fix; counts "
+                    "against the tolerance"),
         )
-        _retry_and_catch(self.task, sfn.Fail(
-            self, "PermanentError",
-            comment="A typed error that retrying cannot fix; counts against the tolerance",
-            error_path="$.failure.Error",
-            cause_path="$.failure.Cause",
-        ))
 
         self.distributed_map = sfn.DistributedMap(
             self, "ProcessObjects",
@@ -262,23 +247,15 @@ class Workflow(Construct):
                                      interval=Duration.seconds(1), max_attempts=5,
                                      backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
 
-        self.reduce = tasks.LambdaInvoke(
-            self, "Reduce",
-            comment="Combines the batches' partial answers (a query that combines objects); "
-                    "answers {reduced: false} for any other query",
-            lambda_function=props.function,
+        self.reduce = _function_task(
+            self, props.function, "Reduce",
+            "Combines the batches' partial answers (a query that combines objects); "
+            "answers {reduced: false} for any other query",
+            failed=("ReduceFailed", "A typed error of the reduce: a batch's partial answer "
+                    "is missing, or retrying cannot fix it"),
             payload=sfn.TaskInput.from_object({"Reduce": _from_paths(REDUCE_INPUT)}),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
             result_path="$.reduce",
         )
-        _retry_and_catch(self.reduce, sfn.Fail(
-            self, "ReduceFailed",
-            comment="A typed error of the reduce: a batch's partial answer is missing, or "
-                    "retrying cannot fix it",
-            error_path="$.failure.Error",
-            cause_path="$.failure.Cause",
-        ))
 
         self.distributed_map.next(self.count_batches).next(self.reduce)
 
@@ -321,6 +298,21 @@ class Workflow(Construct):
 def _from_paths(paths: Mapping[str, str]) -> dict[str, Any]:
     """State parameters: each field taken from its path (rendered as ``"field.$": path``)."""
     return {field: sfn.JsonPath.string_at(path) for field, path in paths.items()}
+
+
+def _function_task(scope: Construct, function: lambda_.IFunction, name: str, comment: str, *,
+                   failed: tuple[str, str], **options: Any) -> tasks.LambdaInvoke:
+    """A task invoking the function (its response is the state's result), with the error
+    contract of :func:`_retry_and_catch`; a permanent error ends in the Fail state
+    ``failed`` (name, comment)."""
+    task = tasks.LambdaInvoke(scope, name, comment=comment, lambda_function=function,
+                              payload_response_only=True, retry_on_service_exceptions=False,
+                              **options)
+    fail_name, fail_comment = failed
+    _retry_and_catch(task, sfn.Fail(scope, fail_name, comment=fail_comment,
+                                    error_path="$.failure.Error",
+                                    cause_path="$.failure.Cause"))
+    return task
 
 
 def _retry_and_catch(task: tasks.LambdaInvoke, permanent: sfn.Fail) -> None:

@@ -4,11 +4,10 @@ cache that lets the cold start's check and every read share one analysis."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
 
 import polars as pl
 import pytest
-import sqlglot
 from polars.testing import assert_frame_equal
 
 from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError
@@ -158,15 +157,8 @@ def test_collect_names_a_missing_column() -> None:
 
 # --------------------------------------------------------------------------- the cache
 
-def test_an_equal_query_is_analysed_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    real = sqlglot.parse
-
-    def counting(text: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(text)
-        return real(text, *args, **kwargs)
-
-    monkeypatch.setattr(sqlglot, "parse", counting)
+def test_an_equal_query_is_analysed_once(sql_parsed: Callable[[str], list[str]]) -> None:
+    calls = sql_parsed("parse")
     # A text no other test analyses, so that the first call is a miss.
     sql = f"SELECT a, SUM(c) AS total FROM s3object WHERE b <> '{uuid.uuid4().hex}' GROUP BY a"
     first = analyze(Query(sql=sql))

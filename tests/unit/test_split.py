@@ -6,7 +6,7 @@ The answers themselves are checked against polars over all rows in
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import polars as pl
 import pytest
@@ -269,16 +269,10 @@ def test_refusal_is_a_query_error_before_any_data() -> None:
         split_query("SELECT g, MEDIAN(x) AS m FROM s3object GROUP BY g HAVING COUNT(*) > 1")
 
 
-def test_an_equal_query_is_split_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_equal_query_is_split_once(sql_parsed: Callable[[str], list[str]]) -> None:
     sql = "SELECT region, SUM(x) AS total_once FROM s3object GROUP BY region"
     first = split_query(sql)
-    parses: list[str] = []
-    real = sqlglot.parse_one
-
-    def parse_one(text: str, *args: Any, **kwargs: Any) -> Any:
-        parses.append(text)
-        return real(text, *args, **kwargs)
-    monkeypatch.setattr(sqlglot, "parse_one", parse_one)
+    parses = sql_parsed("parse_one")
     assert split_query(sql) is first
     assert parses == []
 
