@@ -30,7 +30,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "text": ("_errors", "_model", "_ranges", "_read", "_settings", "fetch", "query"),
     "engine": ("_cost", "_errors", "_model", "_read", "_settings", "fetch", "parquet",
                "query", "text"),
-    "_spool": ("fetch",),
+    "_spool": ("_errors", "fetch"),
     "_output": ("_cost", "_errors", "_model", "_read", "_spool", "engine"),
     "entry": ("_errors", "_model", "_output", "_settings", "contract", "engine", "parquet",
               "query"),
