@@ -147,7 +147,8 @@ def _run_streamed(request: Request, engine: Engine,
                   on_result: Callable[[ReadResult], None] | None) -> Answer:
     output = request.output
     assert output is not None
-    spool = ParquetSpool(engine.settings.tmp_dir, output.compression)
+    spool = ParquetSpool(engine.settings.tmp_dir, output.compression,
+                         hold_bytes=engine.settings.memory_budget_bytes // 4)
     try:
         result = engine.read(request, sink=spool)
         if on_result is not None:
@@ -156,6 +157,9 @@ def _run_streamed(request: Request, engine: Engine,
 
         def write() -> list[dict[str, Any]]:
             path = spool.finish(result.frame)
+            if isinstance(path, pl.DataFrame):  # small: written as any other answer is
+                return write_outputs(dataclasses.replace(result, frame=path), request,
+                                     output, engine)
             [size] = put_all(engine, output.bucket, [(key, lambda: path)])
             return [{"uri": f"s3://{output.bucket}/{key}", "rows": spool.rows, "bytes": size,
                      "format": output.format, "source": result.objects[0].obj.uri}]

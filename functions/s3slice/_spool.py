@@ -1,6 +1,7 @@
-"""A result written as it is computed: its pieces appended to one Parquet file in the
-temporary directory, which is then uploaded (in parts when large). The result is never
-held whole, in memory or as bytes."""
+"""A result written as it is computed: its pieces are held while they are small, and once
+they are not, appended to one Parquet file in the temporary directory, which is then
+uploaded (in parts when large). A large result is never held whole, in memory or as
+bytes; a small one is written as any other answer is."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ _CODECS = {"uncompressed": "none"}
 
 
 class ParquetSpool:
-    """A :class:`s3slice._read.PieceSink` writing one Parquet file in ``directory``."""
+    """A :class:`s3slice._read.PieceSink` holding up to ``hold_bytes`` of pieces, then
+    writing them and the rest to one Parquet file in ``directory``."""
 
-    def __init__(self, directory: str, compression: str) -> None:
+    def __init__(self, directory: str, compression: str, *, hold_bytes: int) -> None:
         self.directory = directory
         self.compression = _CODECS.get(compression, compression)
         try:
@@ -34,10 +36,21 @@ class ParquetSpool:
         self.rows = 0
         self._writer: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
+        self.hold_bytes = hold_bytes
+        self._held: list[pl.DataFrame] = []
+        self._held_bytes = 0
 
     def write(self, piece: pl.DataFrame) -> None:
         with contained(self._unwritable, native=(pa.ArrowException,)):
-            self._write(piece)
+            size = int(piece.estimated_size())
+            if self._writer is None and self._held_bytes + size <= self.hold_bytes:
+                self._held.append(piece)
+                self._held_bytes += size
+            else:
+                for held in self._held:
+                    self._write(held)
+                self._write(piece)
+                self._held, self._held_bytes = [], 0
         self.rows += piece.height
 
     def _unwritable(self, text: str) -> OutputError:
@@ -65,9 +78,14 @@ class ParquetSpool:
             self._writer = None
         self.path.write_bytes(b"")
         self.rows = 0
+        self._held, self._held_bytes = [], 0
 
-    def finish(self, schema: pl.DataFrame) -> Path:
-        """The finished file; with no piece written, an empty one of ``schema``'s columns."""
+    def finish(self, schema: pl.DataFrame) -> Path | pl.DataFrame:
+        """The finished file; or, when every piece was held (a small answer), the answer
+        itself: its pieces, or no rows of ``schema``'s columns."""
+        if self._writer is None:
+            return (pl.concat(self._held, how="vertical_relaxed") if self._held
+                    else schema.clear())
         with contained(self._unwritable, native=(pa.ArrowException,)):
             return self._finish(schema)
 

@@ -166,20 +166,31 @@ def _raise(e: BaseException) -> Any:
     return fail
 
 
+class _Spilling(ParquetSpool):
+    """A spool that holds nothing: every piece goes to its file."""
+
+    def __init__(self, directory: str, compression: str, *, hold_bytes: int) -> None:
+        super().__init__(directory, compression, hold_bytes=0)
+
+
 @pytest.mark.parametrize(("phase", "target", "error", "output_format"), [
     ("footer", (_footer, "parse_footer"), ObjectFormatError, "parquet"),
     ("execute", (Analysis, "finish"), QueryError, "parquet"),
     ("write", (_output, "serialize"), OutputError, "json"),
-    ("write streamed", (ParquetSpool, "_write"), OutputError, "parquet"),
-    ("write streamed", (ParquetSpool, "_finish"), OutputError, "parquet"),
+    ("write", (_output, "serialize"), OutputError, "parquet"),
+    ("write spilled", (ParquetSpool, "_write"), OutputError, "parquet"),
+    ("write spilled", (ParquetSpool, "_finish"), OutputError, "parquet"),
 ])
 def test_a_panic_in_any_phase_is_the_typed_error_of_that_phase(
         lake: S3Env, phase: str, target: tuple[Any, str], error: type[Exception],
         output_format: str) -> None:
     """A real panic raised where each phase calls native code: the handler answers with the
     phase's typed error, writes nothing, and the next request succeeds. (A Parquet output
-    of one object is written as it is computed, by the spool; a JSON one is serialized.)"""
+    of one object goes through the spool: a small answer is serialized, a large one
+    written to the spool's file as it is computed.)"""
     with pytest.MonkeyPatch.context() as patch:
+        if phase == "write spilled":
+            patch.setattr(_output, "ParquetSpool", _Spilling)
         patch.setattr(*target, _raise(native_panic()))
         with pytest.raises(error, match="assertion"):
             invoke({"source": f"s3://{DATA}/in/good.parquet",
