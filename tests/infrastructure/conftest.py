@@ -1,8 +1,8 @@
 """Fixtures for the CDK tests: a stand-in layer, and stacks synthesized once per session.
 
-The real layer (``layers/build/<arch>``, about 190 MiB) is built and measured by
-``test_layer.py``; here a tiny directory with ``python/`` stands in for it, so that
-synthesis is fast and needs nothing built beforehand.
+The real layer (``layers/build/<arch>``: 199 MiB for arm64, 225 MiB for x86_64) is built
+and measured by ``test_layer.py``; here a tiny directory with ``python/`` stands in for
+it, so that synthesis is fast and needs nothing built beforehand.
 """
 
 from __future__ import annotations
