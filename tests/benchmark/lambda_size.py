@@ -537,6 +537,13 @@ def write(doc: dict[str, Any], stem: Path) -> None:
 # --------------------------------------------------------------------------- extras
 
 
+def _python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """This interpreter run on ``args`` in a fresh process, as the workers run (output
+    captured; a failure raises)."""
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300, check=True)
+
+
 def importtime(n: int) -> tuple[str, dict[str, Any]]:
     """``python -X importtime -c 'import s3slice.handler'``, n times: top modules by
     cumulative time (median over the runs), and the total."""
@@ -545,15 +552,7 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
     env = worker_env()
     for _ in range(n):
         t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-X", "importtime", "-c", "import s3slice.handler"],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
+        proc = _python(["-X", "importtime", "-c", "import s3slice.handler"], env)
         totals.append(time.perf_counter() - t0)
         for line in proc.stderr.splitlines():
             if not line.startswith("import time:") or "cumulative" in line:
@@ -622,15 +621,7 @@ def import_cpu(n: int) -> dict[str, float]:
     def cpu_of(stmt: str) -> float:
         runs = []
         for _ in range(n):
-            proc = subprocess.run(
-                [sys.executable, "-c", code.format(stmt)],
-                cwd=REPO,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=True,
-            )
+            proc = _python(["-c", code.format(stmt)], env)
             runs.append(float(proc.stdout.split()[-1]))
         return statistics.median(runs)
 
