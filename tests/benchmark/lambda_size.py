@@ -14,6 +14,11 @@ count and columns from its Parquet footer) and deleted.
 
 Billed GB-s: cold = M/1024 x (init + job 1), warm = M/1024 x job 2.
 
+s3slice's handler runs with the packages of its Lambda layer only (``python -S -B -P``,
+``sys.path`` = the function code, ``layers/build/native/python``, the repository for the
+worker module), as Lambda runs it: the venv has numpy, which pyarrow imports whenever it
+can (``--service-packages venv`` for the venv). The peers run from the venv.
+
 Writes results/lambda-size.{md,json,png} (``--out-stem`` to rename), rewritten after
 every run. Optional extras: ``--importtime`` (``python -X importtime -c 'import
 s3slice.handler'``, parsed) and ``--cpu-profile`` (cProfile of s3slice's warm job).
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import os
 import signal
@@ -30,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -38,7 +45,7 @@ from . import cpu_breakdown, report, selfcheck, substrate
 from .cases import Case, cases, data_dir, ensure_data, query_to_json
 from .cgroup import LambdaCgroup
 from .common import ACCESS_KEY, BUCKET, REGION, REPO, RESULTS, SECRET_KEY, WORK, client_env
-from .lambda_worker import APPROACHES
+from .lambda_worker import APPROACHES, SERVICE_APPROACH
 from .run import ensure_bucket, slug, upload
 
 DEFAULT_SIZES = [512, 1024, 1769, 3008]
@@ -87,6 +94,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="head",
         help="s3slice from the commit at the start (git archive, default) or the working tree",
     )
+    p.add_argument(
+        "--service-packages",
+        choices=["layer", "venv"],
+        default="layer",
+        help="s3slice's handler with its Lambda layer only, as in Lambda (python -S; "
+        "layers/build/native/python, built when missing; default), or with the venv's "
+        "site-packages like the peers (where pyarrow imports numpy)",
+    )
     p.add_argument("--render", action="store_true", help="only rewrite the .md/.png from the .json")
     p.add_argument("--minio-data", type=Path, default=substrate.default_data_dir())
     return p.parse_args(argv)
@@ -94,7 +109,48 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # --------------------------------------------------------------------------- code
 
-SERVICE_PATH: str | None = None  # PYTHONPATH entry of the s3slice snapshot, when used
+#: The native layer (``layers/build.py --native``): s3slice's dependencies as its Lambda
+#: layer holds them, built for this interpreter.
+NATIVE_LAYER = REPO / "layers" / "build" / "native"
+LAYER_SITE = NATIVE_LAYER / "python"
+LAYER_REPORT = NATIVE_LAYER / "layer-size.json"
+#: The layer's distributions named in the report's header.
+LAYER_REPORTED = ("polars", "pyarrow", "sqlglot", "obstore")
+#: How Lambda runs the function: no site-packages (``-S``); no bytecode written (``-B``:
+#: neither the layer nor the function code ships any and ``/opt`` is read-only, so every
+#: cold start compiles them; it also leaves the built layer as it was); nothing implicit
+#: before ``PYTHONPATH`` on ``sys.path`` (``-P``: no working directory).
+LAMBDA_FLAGS = ("-S", "-B", "-P")
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """How a fresh process of this interpreter is started: its flags, and ``PYTHONPATH``
+    (nothing: the environment's own; the venv's site-packages follow it unless ``-S``)."""
+
+    flags: tuple[str, ...] = ()
+    path: tuple[str, ...] = ()
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, *self.flags, *args]
+
+    def env(self) -> dict[str, str]:
+        env = client_env()
+        if self.path:
+            env["PYTHONPATH"] = os.pathsep.join(self.path)
+        return env
+
+
+#: The peers (and the harness): the venv. ``main`` adds the s3slice snapshot's path, as the
+#: peers always had it (they never import s3slice).
+PEERS = Interpreter()
+#: s3slice's handler, its ``--importtime`` and ``--cpu-profile`` runs: set by ``main``
+#: from ``--service-packages`` (the layer only, or the venv like the peers).
+SERVICE = Interpreter()
+
+
+def interpreter_for(approach: str) -> Interpreter:
+    return SERVICE if approach == SERVICE_APPROACH else PEERS
 
 
 def snapshot_service(commit: str) -> str:
@@ -114,11 +170,63 @@ def snapshot_service(commit: str) -> str:
     return str(dest / "functions")
 
 
-def worker_env() -> dict[str, str]:
-    env = client_env()
-    if SERVICE_PATH:
-        env["PYTHONPATH"] = SERVICE_PATH
-    return env
+def _layer_report() -> dict[str, Any]:
+    try:
+        report: dict[str, Any] = json.loads(LAYER_REPORT.read_text())
+    except (OSError, ValueError):
+        return {}
+    return report
+
+
+def ensure_native_layer() -> Path:
+    """``layers/build/native/python``, built by ``layers/build.py --native`` with this
+    interpreter when it is missing or was built for another Python (the build downloads
+    the pinned wheels unless its wheel cache, ``~/.cache/s3slice-layer``, holds them)."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if LAYER_SITE.is_dir() and _layer_report().get("python") == python:
+        return LAYER_SITE
+    print(
+        f"[layer] building {NATIVE_LAYER.relative_to(REPO)}: layers/build.py --native", flush=True
+    )
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "layers" / "build.py"), "--native"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if proc.returncode != 0 or not LAYER_SITE.is_dir():
+        raise SystemExit(
+            f"layers/build.py --native failed (exit {proc.returncode}); "
+            f"--service-packages venv runs s3slice without the layer:\n"
+            + (proc.stdout + proc.stderr)[-3000:]
+        )
+    return LAYER_SITE
+
+
+def layer_interpreter(service_dir: str) -> tuple[Interpreter, dict[str, Any]]:
+    """s3slice as Lambda runs it: ``-S -B -P``, ``sys.path`` = the function code, the
+    layer, then the repository (only for ``tests.benchmark.lambda_worker``, which imports
+    nothing but the standard library before the handler), then the standard library. With
+    what it describes, for the report."""
+    site = ensure_native_layer()
+    interp = Interpreter(LAMBDA_FLAGS, (service_dir, str(site), str(REPO)))
+    dists = {
+        (d.metadata["Name"] or "").lower(): d.version
+        for d in importlib.metadata.distributions(path=[str(site)])
+    }
+    report = _layer_report()
+    return interp, {
+        "mode": "layer",
+        "flags": list(interp.flags),
+        "sys_path": list(interp.path),
+        "layer": str(NATIVE_LAYER.relative_to(REPO)),
+        "layer_python": report.get("python"),
+        "layer_fingerprint": report.get("fingerprint"),
+        "versions": {name: dists.get(name, "not in the layer") for name in LAYER_REPORTED},
+        "numpy_in_layer": "numpy" in dists,
+    }
 
 
 # --------------------------------------------------------------------------- objects
@@ -217,14 +325,15 @@ def run_one(
         **(extra or {}),
     }
     spec_path.write_text(json.dumps(spec, indent=1))
-    env = worker_env()
+    interp = interpreter_for(approach)
+    env = interp.env()
     env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(size)
     env["AWS_ENDPOINT_URL_S3"] = sub.endpoint
     timed_out = False
     with LambdaCgroup(size) as cg, log_path.open("w") as log:
         env["S3SLICE_BENCH_T0"] = repr(time.time())
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.benchmark.lambda_worker", str(spec_path), str(out_path)],
+            interp.argv("-m", "tests.benchmark.lambda_worker", str(spec_path), str(out_path)),
             cwd=REPO,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -269,6 +378,8 @@ def run_one(
                 "job2_info",
                 "phase",
                 "error",
+                "numpy_imported",
+                "interpreter",
             )
         },
         "peak_rss_mb": (rec.get("peak_rss_kib") or 0) / 1024 or None,
@@ -371,6 +482,43 @@ def _f(v: float | None, nd: int = 2) -> str:
     return "" if v is None else f"{v:.{nd}f}"
 
 
+def service_packages_line(sp: dict[str, Any] | None) -> str:
+    """The header line that says which packages s3slice's handler ran with."""
+    if not sp:
+        return "- s3slice's packages: the venv's, as the peers' (before `--service-packages`)"
+    if sp["mode"] == "venv":
+        return (
+            "- s3slice's packages: the venv's site-packages, as the peers' "
+            "(`--service-packages venv`; pyarrow imports the venv's numpy)"
+        )
+    code, site, *rest = sp["sys_path"]
+    versions = ", ".join(f"{k} {v}" for k, v in sp["versions"].items())
+    return (
+        f"- s3slice's packages: its layer only, as in Lambda: `python {' '.join(sp['flags'])}` "
+        f"(no site-packages; no bytecode written, so every cold start compiles the layer and "
+        f"the function code, as in Lambda), `sys.path` = `{code}` (the function code), "
+        f"`{site}` (the layer, `{sp['layer']}`: {versions}; "
+        f"fingerprint `{(sp.get('layer_fingerprint') or '')[:12]}`; "
+        f"{'numpy in it' if sp.get('numpy_in_layer') else 'no numpy'}), "
+        + "".join(f"`{p}` (for the worker module), " for p in rest)
+        + "then the standard library"
+    )
+
+
+def numpy_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """How many runs of each approach had numpy in ``sys.modules`` at their end."""
+    per: dict[str, list[bool]] = {}
+    for r in runs:
+        if r.get("numpy_imported") is not None:
+            per.setdefault(r["approach"], []).append(bool(r["numpy_imported"]))
+    if not per:
+        return []
+    return [
+        "- numpy imported (in the worker's `sys.modules` at its end), runs: "
+        + ", ".join(f"{a} {sum(v)}/{len(v)}" for a, v in per.items())
+    ]
+
+
 def markdown(doc: dict[str, Any]) -> str:
     meta = doc["meta"]
     aggs = doc["aggregates"]
@@ -400,11 +548,14 @@ def markdown(doc: dict[str, Any]) -> str:
         f"- command: `{meta['command']}`",
         *[f"- resumed from: `{c}`" for c in meta.get("earlier", [])],
         f"- {meta.get('service_code', '')}",
+        service_packages_line(meta.get("service_packages")),
+        *numpy_lines(doc["runs"]),
         f"- profile: `{meta['profile']}` ({meta.get('profile_check')}); scale {meta['scale']:g}",
         f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores shared with "
         f"other work, {meta['machine']['memory_gib']} GiB; load average at the end "
         f"{', '.join(f'{x:.1f}' for x in meta['machine']['load_average_at_end'])}",
-        "- packages: " + ", ".join(f"{k} {v}" for k, v in meta["packages"].items()),
+        "- packages (the harness and the peers: the venv): "
+        + ", ".join(f"{k} {v}" for k, v in meta["packages"].items()),
         f"- DuckDB: `memory_limit` = {DUCKDB_MEMORY_FRACTION:.0%} of M, `temp_directory` in a "
         "temp dir; polars and the others size themselves",
         "",
@@ -537,22 +688,38 @@ def write(doc: dict[str, Any], stem: Path) -> None:
 # --------------------------------------------------------------------------- extras
 
 
-def _python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """This interpreter run on ``args`` in a fresh process, as the workers run (output
-    captured; a failure raises)."""
-    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300, check=True)
+def _python(
+    interp: Interpreter, args: list[str], check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """A fresh process of ``interp`` on ``args``, as the workers run (output captured; a
+    failure raises, unless ``check`` is false)."""
+    return subprocess.run(
+        interp.argv(*args),
+        cwd=REPO,
+        env=interp.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=check,
+    )
+
+
+def interpreters() -> dict[str, Interpreter]:
+    """Label -> interpreter, for the import measurements: s3slice's, and the venv's when
+    that differs."""
+    if SERVICE == PEERS:
+        return {"venv": PEERS}
+    return {"s3slice's layer only": SERVICE, "venv": PEERS}
 
 
 def importtime(n: int) -> tuple[str, dict[str, Any]]:
-    """``python -X importtime -c 'import s3slice.handler'``, n times: top modules by
-    cumulative time (median over the runs), and the total."""
+    """``python -X importtime -c 'import s3slice.handler'``, n times, with s3slice's
+    packages: top modules by cumulative time (median over the runs), and the total."""
     per: dict[str, list[int]] = {}
     totals: list[float] = []
-    env = worker_env()
     for _ in range(n):
         t0 = time.perf_counter()
-        proc = _python(["-X", "importtime", "-c", "import s3slice.handler"], env)
+        proc = _python(SERVICE, ["-X", "importtime", "-c", "import s3slice.handler"])
         totals.append(time.perf_counter() - t0)
         for line in proc.stderr.splitlines():
             if not line.startswith("import time:") or "cumulative" in line:
@@ -560,7 +727,8 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
             _self_us, cum_us, name = line.split(":", 1)[1].split("|", 2)
             # one space after the bar, then two more per level of nesting
             per.setdefault(name[1:].rstrip(), []).append(int(cum_us))
-    cpu = import_cpu(max(3, n // 2))
+    labels = interpreters()
+    cpu = import_cpu(max(3, n // 2), labels)
     med = {name: statistics.median(v) / 1e6 for name, v in per.items()}
     # Top-level packages (no leading spaces = imported directly by the statement or at
     # depth 0), and the heaviest modules at any depth.
@@ -568,11 +736,14 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
         :12
     ]
     deep = sorted(((k.strip(), v) for k, v in med.items()), key=lambda kv: -kv[1])[:30]
+    service = next(iter(labels))
+    command = " ".join(["python", *SERVICE.flags, "-X", "importtime", "-c"])
     lines = [
-        f"## Cold start: `python -X importtime -c 'import s3slice.handler'` ({n} runs)",
+        f"## Cold start: `{command} 'import s3slice.handler'` ({n} runs)",
         "",
-        f"Whole command (interpreter start + import + `config()`), median wall: "
-        f"{statistics.median(totals):.2f} s (runs: {', '.join(f'{t:.2f}' for t in totals)}); "
+        f"Packages: {service}. Whole command (interpreter start + import + `config()`), "
+        f"median wall: {statistics.median(totals):.2f} s "
+        f"(runs: {', '.join(f'{t:.2f}' for t in totals)}); "
         "not in a cgroup (the whole machine's CPU). Cumulative import time, median:",
         "",
         "| module (imported at depth 0) | cumulative s |",
@@ -580,11 +751,15 @@ def importtime(n: int) -> tuple[str, dict[str, Any]]:
         *[f"| `{k.strip()}` | {v:.3f} |" for k, v in top],
         "",
         "CPU seconds (user + sys) of a fresh interpreter that imports only this, minus one "
-        "that imports nothing (median; these overlap: polars is in s3slice.handler too):",
+        "that imports nothing (median; these overlap: polars is in s3slice.handler too; "
+        "empty where it does not import):",
         "",
-        "| import | CPU s |",
-        "|---|---:|",
-        *[f"| `{k}` | {v:.2f} |" for k, v in cpu.items()],
+        "| import | " + " | ".join(f"CPU s, {label}" for label in labels) + " |",
+        "|---|" + "---:|" * len(labels),
+        *[
+            f"| `{k}` | " + " | ".join(_f(v.get(label)) for label in labels) + " |"
+            for k, v in cpu.items()
+        ],
         "",
         "<details><summary>heaviest modules at any depth</summary>",
         "",
@@ -610,23 +785,34 @@ IMPORTS = [
 ]
 
 
-def import_cpu(n: int) -> dict[str, float]:
-    """Module -> median CPU s to import it in a fresh interpreter, less an empty one's."""
+def import_cpu(n: int, labels: dict[str, Interpreter]) -> dict[str, dict[str, float | None]]:
+    """Module -> label -> median CPU s to import it in a fresh process of that interpreter,
+    less an empty one's; None where it does not import (duckdb and boto3 are not in
+    s3slice's layer: the Lambda runtime brings its own boto3)."""
     code = (
         "import resource{}\nr = resource.getrusage(resource.RUSAGE_SELF)\n"
         "print(r.ru_utime + r.ru_stime)"
     )
-    env = worker_env()
 
-    def cpu_of(stmt: str) -> float:
+    def cpu_of(interp: Interpreter, stmt: str) -> float | None:
         runs = []
         for _ in range(n):
-            proc = _python(["-c", code.format(stmt)], env)
+            proc = _python(interp, ["-c", code.format(stmt)], check=False)
+            if proc.returncode != 0:
+                return None
             runs.append(float(proc.stdout.split()[-1]))
         return statistics.median(runs)
 
-    base = cpu_of("")
-    return {m: cpu_of(f"; import {m}") - base for m in IMPORTS} | {"(empty interpreter)": base}
+    out: dict[str, dict[str, float | None]] = {m: {} for m in [*IMPORTS, "(empty interpreter)"]}
+    for label, interp in labels.items():
+        base = cpu_of(interp, "")
+        if base is None:
+            raise RuntimeError(f"{label}: an empty interpreter failed: {interp.argv()}")
+        for m in IMPORTS:
+            cpu = cpu_of(interp, f"; import {m}")
+            out[m][label] = None if cpu is None else cpu - base
+        out["(empty interpreter)"][label] = base
+    return out
 
 
 PROFILED_WARM_JOBS = 5
@@ -658,7 +844,7 @@ def cpu_profiles(
             "profile_path": str(path),
         }
         row = run_one(
-            sub, "s3slice handler", case, PROFILE_SIZE_MB, keys, run_id, args.timeout, extra
+            sub, SERVICE_APPROACH, case, PROFILE_SIZE_MB, keys, run_id, args.timeout, extra
         )
         row["profiler"], row["profile_path"] = profiler, str(path)
         out = WORK / "lambda-runs" / f"{run_id}.out.json"
@@ -695,6 +881,7 @@ def main(argv: list[str] | None = None) -> int:
         k: int(v) for k, v in (x.split("=") for x in args.repeats_for.split(",") if x)
     }
     stem = RESULTS / args.out_stem
+    doc: dict[str, Any]
     if args.render:
         doc = json.loads(stem.with_suffix(".json").read_text())
         runs = doc.get("cpu_profile_runs") or []
@@ -710,7 +897,7 @@ def main(argv: list[str] | None = None) -> int:
         write(doc, stem)
         return 0
     WORK.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {"runs": []}
+    doc = {"runs": []}
     earlier: list[str] = []
     if args.resume and stem.with_suffix(".json").exists():
         doc = json.loads(stem.with_suffix(".json").read_text())
@@ -726,17 +913,32 @@ def main(argv: list[str] | None = None) -> int:
         "duckdb_memory_fraction": DUCKDB_MEMORY_FRACTION,
         "earlier": earlier,
     }
-    global SERVICE_PATH
+    global PEERS, SERVICE
+    service_dir: str | None = None  # None: the working tree, through the editable install
     if args.service_source == "head":
         # A resumed run measures the same s3slice as the runs it adds to.
         head = meta["commit"].split()[0]
         if args.resume and doc.get("meta", {}).get("commit"):
             head = doc["meta"].get("service_commit") or doc["meta"]["commit"].split()[0]
         meta["service_commit"] = head
-        SERVICE_PATH = snapshot_service(head)
-        meta["service_code"] = f"s3slice as committed at {head} (git archive; {SERVICE_PATH})"
+        service_dir = snapshot_service(head)
+        meta["service_code"] = f"s3slice as committed at {head} (git archive; {service_dir})"
     else:
-        meta["service_code"] = "s3slice from the working tree (editable install)"
+        meta["service_code"] = "s3slice from the working tree (functions/)"
+    earlier_packages = doc.get("meta", {}).get("service_packages", {}).get("mode", "venv")
+    if doc["runs"] and earlier_packages != args.service_packages:
+        raise SystemExit(
+            f"--resume: the runs in {stem.with_suffix('.json')} ran s3slice with "
+            f"--service-packages {earlier_packages}"
+        )
+    PEERS = Interpreter(path=(service_dir,) if service_dir else ())
+    if args.service_packages == "layer":
+        SERVICE, meta["service_packages"] = layer_interpreter(
+            service_dir or str(REPO / "functions")
+        )
+    else:
+        SERVICE = PEERS
+        meta["service_packages"] = {"mode": "venv", "sys_path": list(PEERS.path)}
     doc["meta"] = meta
     known = {x["name"]: x for x in doc.get("cases", [])}  # a resumed run keeps earlier cases
     doc["cases"] = list(

@@ -11,9 +11,13 @@ Started by :mod:`tests.benchmark.lambda_size` inside a memory + CPU limited cgro
 - **job 2** (warm): the same on *another* object of the same shape, to a new output.
 
 Only the standard library is imported before init starts; each approach imports its own
-packages inside its setup. CPU is ``getrusage(RUSAGE_SELF)`` user + sys (every thread),
-taken at each phase boundary. The record is rewritten after every phase, so a run killed
-by the OOM killer still says how far it got.
+packages inside its setup. s3slice's handler runs, by default, as Lambda runs it: with
+``-S -B -P`` and ``sys.path`` = the function code, its layer (no numpy there) and the
+repository for this module (see ``lambda_size.layer_interpreter``); the peers run from the
+venv. The record says whether numpy was imported and what ``sys.path`` was. CPU is
+``getrusage(RUSAGE_SELF)`` user + sys (every thread), taken at each phase boundary. The
+record is rewritten after every phase, so a run killed by the OOM killer still says how far
+it got.
 """
 
 from __future__ import annotations
@@ -211,6 +215,9 @@ class _Context:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+SERVICE_APPROACH = "s3slice handler"
+
+
 def s3slice_handler(spec: dict[str, Any]) -> Job:
     """The deployed entry point: ``import s3slice.handler`` (which validates the config at
     import), then ``lambda_handler(direct-invoke event, context)``."""
@@ -239,7 +246,7 @@ def s3slice_handler(spec: dict[str, Any]) -> Job:
 
 
 APPROACHES: dict[str, Callable[[dict[str, Any]], Job]] = {
-    "s3slice handler": s3slice_handler,
+    SERVICE_APPROACH: s3slice_handler,
     "polars collect+write": polars_collect,
     "polars sink_parquet": polars_sink,
     "duckdb COPY": duckdb_copy,
@@ -281,7 +288,7 @@ def _start_py_spy(spec: dict[str, Any]) -> Any:
 def _stop_py_spy(spy: Any) -> str:
     proc, sig = spy
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=120)
+    out: bytes = proc.communicate(timeout=120)[0]
     return out.decode(errors="replace")[-1000:]
 
 
@@ -289,10 +296,21 @@ def main(spec_path: str, out_path: str) -> int:
     t0 = float(os.environ["S3SLICE_BENCH_T0"])
     spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
     out = Path(out_path)
-    record: dict[str, Any] = {"ok": False, "phase": "init", "error": None}
+    record: dict[str, Any] = {
+        "ok": False,
+        "phase": "init",
+        "error": None,
+        "interpreter": {
+            "no_site": bool(sys.flags.no_site),
+            "dont_write_bytecode": bool(sys.flags.dont_write_bytecode),
+            "sys_path": list(sys.path),
+        },
+    }
 
     def save() -> None:
         record["peak_rss_kib"] = _peak_rss_kib()
+        # pyarrow imports numpy whenever it can find it; s3slice's layer has none
+        record["numpy_imported"] = "numpy" in sys.modules
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=1, default=str))
         tmp.replace(out)
