@@ -24,6 +24,7 @@ Lambda reports it as ``errorType``, so Step Functions can ``Retry``/``Catch`` by
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -156,6 +157,15 @@ def is_native_panic(e: BaseException) -> bool:
     ``BaseException`` that ``except Exception`` does not catch, so it is known by name."""
     cls = type(e)
     return cls.__name__ == "PanicException" and cls.__module__ == "pyo3_runtime"
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def plain(message: str) -> str:
+    """A message on one line without terminal escape codes (sqlglot underlines the
+    offending token with them)."""
+    return " ".join(_ANSI.sub("", message).split())
 
 
 def first_line(e: BaseException) -> str:

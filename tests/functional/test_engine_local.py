@@ -102,7 +102,7 @@ def test_exact_ranges_for_a_footer_and_query(root: Path) -> None:
                           "filter": "col_1 <= 1000"})
     footer = parse_footer(data, size=len(data), uri="u")
     from s3slice._model import Query
-    from s3slice.query.analysis import analyze
+    from s3slice.query.analyzer import analyze
     plan = plan_parquet(footer, columns=["col_1", "col_2"],
                         predicate=analyze(Query(filter="col_1 <= 1000")).predicate, uri="u")
     tail = [c for c in rec.calls if c.kind == "tail"]

@@ -36,7 +36,7 @@ from s3slice._ranges import Held
 from s3slice.parquet import plan as _plan
 from s3slice.parquet.footer import parse_footer
 from s3slice.query import predicate as P
-from s3slice.query.analysis import analyze
+from s3slice.query.analyzer import analyze
 from tests.malformed import thrift_footer
 from tests.support import read_request
 from tests.unit.test_pruning import frame_st, predicate_st

@@ -26,9 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice._model import Query
-from s3slice.query.analysis import analyze
+from s3slice.query.analyzer import analyze
 from s3slice.query.paths import with_paths
-from s3slice.query.split import Split, split_query
+from s3slice.query.split import split_query
+from s3slice.query.split_plan import Split
 
 REL = 1e-9
 ABS = 1e-9

@@ -14,7 +14,7 @@ from s3slice import Query
 from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import prune
 from s3slice.query import predicate as P
-from s3slice.query.analysis import analyze
+from s3slice.query.analyzer import analyze
 
 ROWS = 60
 

@@ -13,12 +13,11 @@ import sqlglot
 
 from s3slice._errors import FilterSyntaxError
 from s3slice._model import Query
-from s3slice.query.analysis import analyze, collect
+from s3slice.query.analysis import collect, reads_the_clock, uses_s3select_functions
+from s3slice.query.analyzer import analyze
 from s3slice.query.dialect import (
     S3SelectDialect,
     literal,
-    reads_the_clock,
-    uses_s3select_functions,
 )
 
 

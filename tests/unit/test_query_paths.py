@@ -9,13 +9,10 @@ import sqlglot
 
 from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError
 from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.path_rewrite import PathRewriter, column_names, path_of, qualifiers_of
 from s3slice.query.paths import (
     PATH_PREFIX,
     Path,
-    PathRewriter,
-    column_names,
-    path_of,
-    qualifiers_of,
     with_paths,
 )
 from s3slice.query.sql import parse

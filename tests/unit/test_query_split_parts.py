@@ -10,8 +10,9 @@ import sqlglot
 
 from s3slice._errors import QueryError
 from s3slice._model import Query
-from s3slice.query.analysis import analyze, collect
-from s3slice.query.split import partial_step, split_for
+from s3slice.query.analysis import collect
+from s3slice.query.analyzer import analyze, split_for
+from s3slice.query.split_plan import partial_step
 from s3slice.query.split_shape import combines, known_aggregates, nesting
 from s3slice.query.split_sql import limit_of, output_names, position, strip
 

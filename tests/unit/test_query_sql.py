@@ -7,15 +7,14 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from s3slice._errors import FilterSyntaxError, ForbiddenQueryError
+from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, plain
 from s3slice._model import Query
-from s3slice.query.analysis import analyze
+from s3slice.query.analysis import SOURCE_TABLE
+from s3slice.query.analyzer import analyze
 from s3slice.query.sql import (
-    SOURCE_TABLE,
     parse,
     parse_filter,
     parse_sql,
-    plain,
     s3select_names,
     unqualified,
 )

@@ -11,7 +11,7 @@ import pytest
 from s3slice import ObjectRef, Query
 from s3slice.engine.sources import HIVE_NULL, glob_regex, hive_values, may_match, partitions
 from s3slice.query import predicate as P
-from s3slice.query.analysis import analyze
+from s3slice.query.analyzer import analyze
 
 
 def refs(*keys: str) -> list[ObjectRef]:

@@ -14,8 +14,9 @@ import sqlglot
 from sqlglot import exp
 
 from s3slice._errors import QueryError
-from s3slice.query.split import Split, split_query
-from s3slice.query.split_sql import PARTIALS_TABLE, polars_name
+from s3slice.query.split import split_query
+from s3slice.query.split_plan import PARTIALS_TABLE, Split
+from s3slice.query.split_sql import polars_name
 
 DATA = pl.DataFrame({"g": ["a", "a", "b", None, None, "c"], "x": [1, 2, None, 4, None, 6],
                      "f": [1.5, None, 2.5, 3.0, None, -1.0],

@@ -38,8 +38,9 @@ from s3slice.fetch.base import Fetcher
 from s3slice.fetch.s3 import S3Fetcher
 from s3slice.parquet.footer_cache import FOOTER_CACHE, FooterCache
 from s3slice.parquet.reader import ParquetReader
-from s3slice.query.analysis import Analysis, analyze, collect
-from s3slice.query.split import Split, partial_step, split_for
+from s3slice.query.analysis import Analysis, collect
+from s3slice.query.analyzer import analyze, split_for
+from s3slice.query.split_plan import Split, partial_step
 from s3slice.text.formats import input_for_key
 from s3slice.text.reader import TextReader
 

@@ -28,7 +28,7 @@ from typing import Any
 from s3slice._errors import ConfigurationError, QueryError, RequestError
 from s3slice._model import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
 from s3slice.contract import QUERY_FIELDS
-from s3slice.query.analysis import analyze
+from s3slice.query.analyzer import analyze
 
 
 def _under(bucket: str, key: str, location: tuple[str, str]) -> bool:

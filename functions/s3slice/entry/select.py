@@ -43,7 +43,6 @@ from s3slice._output import MAX_INLINE_BYTES, output_key, put_all, timed_write
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats
 from s3slice.entry.observe import record_stats
-from s3slice.query.sql import s3select_names
 
 SELECT_FIELDS = frozenset({"Bucket", "Key", "Expression", "ExpressionType",
                            "InputSerialization", "OutputSerialization", "ScanRange",
@@ -121,6 +120,7 @@ def parse_scan_range(raw: object) -> tuple[int, int | None] | None:
 def s3select_named(frame: pl.DataFrame, expression: str) -> pl.DataFrame:
     """The records' columns named as S3 Select names them: an unnamed expression by its
     position (``SELECT COUNT(*)`` is ``_1``), where polars names it after a column."""
+    from s3slice.query.sql import s3select_names  # sqlglot: imported by SQL requests only
     names = s3select_names(expression)
     if names is None or len(names) != frame.width or len(set(names)) != len(names):
         return frame

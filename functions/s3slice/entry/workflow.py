@@ -40,8 +40,9 @@ from s3slice.entry.config import Config, parse_query_config
 from s3slice.entry.events import parse_run
 from s3slice.entry.observe import logger, record_stats
 from s3slice.parquet.footer import parse_footer
-from s3slice.query.analysis import Analysis, analyze
-from s3slice.query.split import Split, partial_step, split_for
+from s3slice.query.analysis import Analysis
+from s3slice.query.analyzer import analyze, split_for
+from s3slice.query.split_plan import Split, partial_step
 
 #: The Parquet metadata key a partial's batch stats travel in.
 STATS_KEY = b"s3slice.batch_stats"

@@ -1,35 +1,42 @@
-"""Query analysis: what a query reads, what it may prune by, and how polars runs it.
+"""A query, analysed: what it reads, what it may prune by, and how polars runs it.
 
-SQL and filters are parsed and sandboxed by :mod:`.sql`; path expressions become columns of
-their own (:mod:`.paths`); the pushable part of WHERE becomes the pruning predicate
-(:mod:`.pushdown`). Execution is polars' own: polars SQL for the filter of each piece and
-``pl.SQLContext`` for the query over all of them.
-
-An analysis depends only on its query (``UTCNOW()`` aside), so :func:`analyze` keeps the
-last ones it made: the cold start's check and every read of the same query share one.
+:mod:`.analyzer` makes an :class:`Analysis` (from polars' own parse of a plain filter, or
+from sqlglot's of anything else); this module holds what every reader needs of one, and
+imports neither parser. Execution is polars' own: polars SQL for the filter of each piece
+and ``pl.SQLContext`` for the query over all of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
-from sqlglot import exp
 
-from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError
+from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError, plain
 from s3slice._model import Query
 from s3slice.query import predicate as P
-from s3slice.query.dialect import S3SelectDialect, reads_the_clock, uses_s3select_functions
-from s3slice.query.paths import Path, PathRewriter, column_names, qualifiers_of, with_paths
-from s3slice.query.pushdown import to_predicate
-from s3slice.query.sql import SOURCE_TABLE, parse_filter, parse_sql, plain, unqualified
+from s3slice.query.paths import Path, with_paths
 
-#: How many analyses :func:`analyze` keeps (a function serves one query, or a few).
-CACHE_SIZE = 64
+#: The name a query reads its source by, as in S3 Select.
+SOURCE_TABLE = "s3object"
+
+#: S3 Select's date functions, which polars SQL lacks: a query that calls one is
+#: translated (by :mod:`.dialect`) before polars runs it.
+S3SELECT_FUNCTIONS = ("DATE_ADD", "DATE_DIFF", "TO_TIMESTAMP", "UTCNOW")
+
+
+def uses_s3select_functions(text: str) -> bool:
+    upper = text.upper()
+    return any(name in upper for name in S3SELECT_FUNCTIONS)
+
+
+def reads_the_clock(text: str) -> bool:
+    """Whether the query text may call ``UTCNOW()``, whose value is fixed when the query is
+    analysed (so such an analysis is never reused)."""
+    return "UTCNOW" in text.upper()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -179,105 +186,11 @@ def _sql_filter(lf: pl.LazyFrame, where: str) -> pl.LazyFrame:
         raise FilterSyntaxError(f"filter {where!r}: {plain(str(e))}") from e
 
 
-def _sql_expr(text: str) -> pl.Expr:
+def check_filter(text: str) -> pl.Expr:
+    """The filter as polars parses it; one polars cannot run fails now, before any byte is
+    read."""
     try:
         return pl.sql_expr(text)
     except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError,
             pl.exceptions.InvalidOperationError) as e:
         raise FilterSyntaxError(f"filter {text!r}: {plain(str(e))}") from e
-
-
-def _analyze_filter(query: Query) -> Analysis:
-    where: str | None = None
-    predicate: P.Pred = P.TRUE
-    referenced: set[str] = set(query.columns or ())
-    whole = set(referenced)
-    paths: tuple[Path, ...] = ()
-    if query.filter is not None:
-        tree = parse_filter(query.filter)
-        tree, paths = PathRewriter({SOURCE_TABLE}).rewrite(tree)
-        qualified = any(c.table for c in tree.find_all(exp.Column))
-        tree = unqualified(tree)  # s3object.id is id
-        whole |= column_names(tree)
-        referenced |= whole | {p.root for p in paths}
-        predicate = to_predicate(tree)
-        translated = paths or qualified or uses_s3select_functions(query.filter)
-        where = tree.sql(dialect=S3SelectDialect) if translated else query.filter
-        _sql_expr(where)  # a filter polars cannot run fails now, before any byte is read
-    return Analysis(query=query, columns=query.columns, referenced=frozenset(referenced),
-                    predicate=predicate, where=where, sql=None, table_names=(),
-                    paths=paths, where_paths=paths, whole=frozenset(whole))
-
-
-def _analyze_sql(query: Query) -> Analysis:
-    assert query.sql is not None
-    parsed, table_names = parse_sql(query.sql)
-    rewriter = PathRewriter(qualifiers_of(parsed))
-    tree, paths = rewriter.rewrite(parsed)
-    if paths:
-        rewriter.label(tree)
-    # A name that is also one of the query's aliases may mean either (``SUM(v) AS v``
-    # reads the column v; ``ORDER BY w`` may mean the alias w): it is fetched when the
-    # data has it. Every other name must be a column of the data.
-    aliases = {a.alias for a in tree.find_all(exp.Alias)}
-    names = column_names(tree) | {p.root for p in paths}
-    referenced = {n for n in names if n not in aliases}
-    optional = {n for n in names if n in aliases}
-    star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
-               exp.Star)) for sel in tree.find_all(exp.Select) for e in sel.expressions)
-
-    where: str | None = None
-    where_paths: tuple[Path, ...] = ()
-    predicate: P.Pred = P.TRUE
-    top = tree if isinstance(tree, exp.Select) else None
-    if (top is not None and not top.args.get("joins") and not top.args.get("with")
-            and isinstance(top.args.get("from_") or top.args.get("from"), exp.From)):
-        source = (top.args.get("from_") or top.args["from"]).this
-        condition = top.args.get("where")
-        if isinstance(source, exp.Table) and condition is not None:
-            bare = unqualified(condition.this)
-            predicate = to_predicate(bare)
-            where = bare.sql()
-            used = {c.name for c in bare.find_all(exp.Column)}
-            where_paths = tuple(p for p in paths if p.name in used)
-            # WHERE sees the source's columns, never the select list's aliases.
-            in_where = column_names(bare) | {p.root for p in where_paths}
-            referenced |= in_where
-            optional -= in_where
-    # The text polars runs: the user's own, unless S3 Select functions or paths were
-    # translated.
-    translated = paths or uses_s3select_functions(query.sql)
-    sql = tree.sql(dialect=S3SelectDialect) if translated else query.sql
-    return Analysis(query=query, columns=None if star else tuple(sorted(referenced | optional)),
-                    referenced=frozenset(referenced), optional=frozenset(optional),
-                    predicate=predicate, where=where, sql=sql,
-                    table_names=tuple(sorted(table_names)), paths=paths,
-                    where_paths=where_paths, whole=frozenset(column_names(tree)))
-
-
-def analyze(query: Query) -> Analysis:
-    """Parse and check a query. Raises a :class:`QueryError` naming what is wrong.
-
-    An equal query's analysis is reused (the same object; it is immutable), unless the
-    query calls ``UTCNOW()``, whose value is fixed at analysis."""
-    if any(reads_the_clock(text) for text in (query.sql, query.filter) if text is not None):
-        return _analyze(query)
-    try:
-        hash(query)
-    except TypeError:  # a query built by hand with a list of columns
-        return _analyze(query)
-    return _cached(query)
-
-
-@functools.lru_cache(maxsize=CACHE_SIZE)
-def _cached(query: Query) -> Analysis:
-    return _analyze(query)
-
-
-def _analyze(query: Query) -> Analysis:
-    try:
-        return _analyze_sql(query) if query.sql is not None else _analyze_filter(query)
-    except QueryError:
-        raise
-    except (ValueError, TypeError, KeyError) as e:  # sqlglot internals on odd input
-        raise FilterSyntaxError(f"cannot analyse the query: {plain(str(e))}") from e

@@ -53,7 +53,6 @@ def literal(node: exp.Expr) -> tuple[bool, Any]:
 # polars runs. Their date part is a bare word: year, month, day, hour, minute or second.
 _SECONDS = {"day": 86400, "hour": 3600, "minute": 60, "second": 1}
 _DATE_PARTS = ("year", "month", *_SECONDS)
-_S3SELECT_FUNCTIONS = ("DATE_ADD", "DATE_DIFF", "TO_TIMESTAMP", "UTCNOW")
 
 
 def _date_part(node: exp.Expr, function: str) -> str:
@@ -139,14 +138,3 @@ class S3SelectDialect(Dialect):
         FUNCTIONS = {**parser.Parser.FUNCTIONS, "DATE_ADD": _date_add,  # noqa: RUF012
                      "DATE_DIFF": _date_diff, "TO_TIMESTAMP": _to_timestamp,
                      "UTCNOW": _utcnow}
-
-
-def uses_s3select_functions(text: str) -> bool:
-    upper = text.upper()
-    return any(name in upper for name in _S3SELECT_FUNCTIONS)
-
-
-def reads_the_clock(text: str) -> bool:
-    """Whether the query text may call ``UTCNOW()``, whose value is fixed when the query is
-    analysed (so such an analysis is never reused)."""
-    return "UTCNOW" in text.upper()

@@ -89,19 +89,15 @@ boundary may be others of the same keys.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Iterable, Mapping
 
-import polars as pl
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from s3slice._errors import FilterSyntaxError, QueryError
-from s3slice.query.analysis import Analysis
-from s3slice.query.paths import with_paths
 from s3slice.query.split_aggregate import AggregateSplit
+from s3slice.query.split_plan import Split
 from s3slice.query.split_rows import rows_split
 from s3slice.query.split_shape import (
     clauses,
@@ -111,68 +107,7 @@ from s3slice.query.split_shape import (
     queries,
     refuse_everywhere,
 )
-from s3slice.query.split_sql import PARTIALS_TABLE, PolarsOrder, aggregates, limit_of
-from s3slice.query.sql import SOURCE_TABLE
-
-
-@dataclasses.dataclass(frozen=True)
-class Split:
-    """A query as a partial plan over each batch and a final plan over the partials."""
-
-    sql: str  #: the original query
-    partial_sql: str  #: over one batch's rows, table ``s3object``
-    final_sql: str  #: over the concatenated partial frames, table ``partials``
-    #: True for an aggregate (or GROUP BY) query: the partials are merged states; False for
-    #: DISTINCT / ORDER BY / LIMIT over rows: the partials are candidate rows.
-    aggregate: bool
-
-    def partial(self, batch: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
-        """The partial frame of one batch (any number of rows, none included)."""
-        return _execute(self.partial_sql, {SOURCE_TABLE: batch.lazy()})
-
-    def final(self, partials: Iterable[pl.LazyFrame | pl.DataFrame], *,
-              schema: Mapping[str, pl.DataType] | None = None) -> pl.LazyFrame:
-        """The answer from the partial frames of every batch, in batch order (at least one
-        frame: the partial of an empty batch when there are no rows at all). With
-        ``schema``, the schema of the batches, the columns are named and typed exactly as
-        polars answers the original query over rows of that schema."""
-        frames = [p.lazy() for p in partials]
-        if not frames:
-            raise ValueError("final: no partial frames; pass the partial of an empty batch")
-        merged = pl.concat(frames, how="vertical_relaxed")
-        answer = _execute(self.final_sql, {PARTIALS_TABLE: merged})
-        if schema is None:
-            return answer
-        want = self.output_schema(schema)
-        have = answer.collect_schema().names()
-        if len(have) != len(want):
-            raise QueryError(f"the split answer has {len(have)} columns where the query has "
-                             f"{len(want)}")
-        return answer.select(pl.col(h).cast(t).alias(n)
-                             for h, (n, t) in zip(have, want.items(), strict=True))
-
-    def output_schema(self, schema: Mapping[str, pl.DataType]) -> pl.Schema:
-        """The names and types polars gives the original query over rows of ``schema``."""
-        empty = pl.DataFrame(schema=dict(schema)).lazy()
-        return _execute(self.sql, {SOURCE_TABLE: empty}).collect_schema()
-
-    def run(self, batches: Iterable[pl.LazyFrame | pl.DataFrame], *,
-            schema: Mapping[str, pl.DataType] | None = None) -> pl.LazyFrame:
-        """Both steps in one process: the single-invocation path over many objects."""
-        frames = [self.partial(b).collect() for b in batches]
-        if not frames:
-            if schema is None:
-                raise ValueError("run: no batches and no schema to make an empty one from")
-            frames = [self.partial(pl.DataFrame(schema=dict(schema))).collect()]
-        return self.final(frames, schema=schema)
-
-
-def _execute(sql: str, frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
-    ctx = pl.SQLContext(frames=dict(frames))
-    try:
-        return ctx.execute(sql, eager=False)
-    except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError) as e:
-        raise FilterSyntaxError(f"sql: {' '.join(str(e).split())}") from e
+from s3slice.query.split_sql import PolarsOrder, aggregates, limit_of
 
 
 @functools.lru_cache(maxsize=64)
@@ -207,23 +142,3 @@ def split_query(sql: str) -> Split | None:
         partial_sql, final_sql = rows_split(tree)
         return Split(sql=sql, partial_sql=partial_sql, final_sql=final_sql, aggregate=False)
     return None
-
-
-def split_for(analysis: Analysis) -> Split | None:
-    """The split of an analysed query: its SQL's, or for ``columns``/``filter`` with a
-    ``limit`` the limit's over the rows each piece already filtered and projected; None
-    when the query does not combine objects."""
-    if analysis.sql is not None:
-        return split_query(analysis.sql)
-    if analysis.query.limit is not None:
-        return split_query(f"SELECT * FROM {SOURCE_TABLE} LIMIT {analysis.query.limit}")
-    return None
-
-
-def partial_step(analysis: Analysis, split: Split, rows: pl.LazyFrame) -> pl.LazyFrame:
-    """The partial plan over one batch of ``rows`` (the analysis's path columns added, as
-    :meth:`Analysis.finish` adds them)."""
-    if analysis.paths:
-        names = set(rows.collect_schema().names())
-        rows = with_paths(rows, [p for p in analysis.paths if p.root in names])
-    return split.partial(rows)

@@ -12,9 +12,6 @@ from sqlglot import exp
 from s3slice._errors import QueryError
 from s3slice.query.dialect import S3SelectDialect
 
-#: The table the final plan reads: the partial frames, concatenated.
-PARTIALS_TABLE = "partials"
-
 
 class PolarsOrder(S3SelectDialect):
     """The S3 Select dialect with polars' null ordering: nulls sort as the largest values

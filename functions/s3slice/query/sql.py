@@ -5,27 +5,17 @@ reads files). Also what the text alone tells: the names S3 Select gives a SELECT
 
 from __future__ import annotations
 
-import re
-
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError
+from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
+from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.dialect import S3SelectDialect
 
-SOURCE_TABLE = "s3object"
 # polars SQL table functions that read files; no query may name them anywhere.
 _FILE_FUNCTIONS = ("read_csv", "read_parquet", "read_json", "read_ndjson", "read_ipc",
                    "read_delta", "read_excel", "read_avro", "scan_")
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def plain(message: str) -> str:
-    """A message on one line without terminal escape codes (sqlglot underlines the
-    offending token with them)."""
-    return " ".join(_ANSI.sub("", message).split())
 
 
 def parse_error(e: ParseError | TokenError) -> str:

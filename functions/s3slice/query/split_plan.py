@@ -1,0 +1,93 @@
+"""A split query as it runs: the partial plan over each batch and the final plan over the
+partials (:class:`Split`, polars SQL only). Planning one is :mod:`.split`'s, which needs
+sqlglot; a query that cannot combine rows never needs it (:func:`combines_rows`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+import polars as pl
+
+from s3slice._errors import FilterSyntaxError, QueryError
+from s3slice.query.analysis import SOURCE_TABLE, Analysis
+from s3slice.query.paths import with_paths
+
+#: The table the final plan reads the partials from.
+PARTIALS_TABLE = "partials"
+
+
+def combines_rows(analysis: Analysis) -> bool:
+    """Whether the query may combine rows across pieces (SQL, or a ``limit``): only then
+    has it a split (:func:`s3slice.query.split.split_for`)."""
+    return analysis.sql is not None or analysis.query.limit is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A query as a partial plan over each batch and a final plan over the partials."""
+
+    sql: str  #: the original query
+    partial_sql: str  #: over one batch's rows, table ``s3object``
+    final_sql: str  #: over the concatenated partial frames, table ``partials``
+    #: True for an aggregate (or GROUP BY) query: the partials are merged states; False for
+    #: DISTINCT / ORDER BY / LIMIT over rows: the partials are candidate rows.
+    aggregate: bool
+
+    def partial(self, batch: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
+        """The partial frame of one batch (any number of rows, none included)."""
+        return _execute(self.partial_sql, {SOURCE_TABLE: batch.lazy()})
+
+    def final(self, partials: Iterable[pl.LazyFrame | pl.DataFrame], *,
+              schema: Mapping[str, pl.DataType] | None = None) -> pl.LazyFrame:
+        """The answer from the partial frames of every batch, in batch order (at least one
+        frame: the partial of an empty batch when there are no rows at all). With
+        ``schema``, the schema of the batches, the columns are named and typed exactly as
+        polars answers the original query over rows of that schema."""
+        frames = [p.lazy() for p in partials]
+        if not frames:
+            raise ValueError("final: no partial frames; pass the partial of an empty batch")
+        merged = pl.concat(frames, how="vertical_relaxed")
+        answer = _execute(self.final_sql, {PARTIALS_TABLE: merged})
+        if schema is None:
+            return answer
+        want = self.output_schema(schema)
+        have = answer.collect_schema().names()
+        if len(have) != len(want):
+            raise QueryError(f"the split answer has {len(have)} columns where the query has "
+                             f"{len(want)}")
+        return answer.select(pl.col(h).cast(t).alias(n)
+                             for h, (n, t) in zip(have, want.items(), strict=True))
+
+    def output_schema(self, schema: Mapping[str, pl.DataType]) -> pl.Schema:
+        """The names and types polars gives the original query over rows of ``schema``."""
+        empty = pl.DataFrame(schema=dict(schema)).lazy()
+        return _execute(self.sql, {SOURCE_TABLE: empty}).collect_schema()
+
+    def run(self, batches: Iterable[pl.LazyFrame | pl.DataFrame], *,
+            schema: Mapping[str, pl.DataType] | None = None) -> pl.LazyFrame:
+        """Both steps in one process: the single-invocation path over many objects."""
+        frames = [self.partial(b).collect() for b in batches]
+        if not frames:
+            if schema is None:
+                raise ValueError("run: no batches and no schema to make an empty one from")
+            frames = [self.partial(pl.DataFrame(schema=dict(schema))).collect()]
+        return self.final(frames, schema=schema)
+
+
+def _execute(sql: str, frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
+    ctx = pl.SQLContext(frames=dict(frames))
+    try:
+        return ctx.execute(sql, eager=False)
+    except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError) as e:
+        raise FilterSyntaxError(f"sql: {' '.join(str(e).split())}") from e
+
+
+def partial_step(analysis: Analysis, split: Split, rows: pl.LazyFrame) -> pl.LazyFrame:
+    """The partial plan over one batch of ``rows`` (the analysis's path columns added, as
+    :meth:`Analysis.finish` adds them)."""
+    if analysis.paths:
+        names = set(rows.collect_schema().names())
+        rows = with_paths(rows, [p for p in analysis.paths if p.root in names])
+    return split.partial(rows)
