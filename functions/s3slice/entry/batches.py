@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
-
-from aws_lambda_powertools.utilities.data_classes import SQSRecord
+from typing import TYPE_CHECKING, Any
 
 from s3slice._errors import (
     ObjectFormatError,
@@ -36,6 +34,9 @@ from s3slice.entry import events as _events
 from s3slice.entry import workflow as _reduce
 from s3slice.entry.config import Config
 from s3slice.entry.observe import logger, record_error, record_stats
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 #: Step Functions' state payload limit is 256 KiB; responses stay well below it.
 MAX_STATE_RESPONSE_BYTES = 200 * 1024

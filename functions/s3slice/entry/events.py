@@ -24,18 +24,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
-
-from aws_lambda_powertools.utilities.data_classes import (
-    S3Event,
-    S3EventBridgeNotificationEvent,
-    SQSRecord,
-)
+from typing import TYPE_CHECKING, Any, Literal
 
 from s3slice._errors import ConfigurationError, RequestError
 from s3slice._model import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
 from s3slice.contract import BATCH_INPUT_FIELDS
 from s3slice.entry.config import parse_query_config
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test",
                "s3-select", "reduce", "check"]
@@ -80,6 +77,9 @@ class Skipped:
 
 def s3_notification_objects(event: Mapping[str, Any]) -> list[ObjectRef | Skipped]:
     """The created objects an S3 notification names; other event types are skipped."""
+    # Powertools' event classes cost about 0.2 CPU s to import: only these events need them.
+    from aws_lambda_powertools.utilities.data_classes import S3Event
+
     out: list[ObjectRef | Skipped] = []
     for i, record in enumerate(S3Event(dict(event)).records):
         try:
@@ -99,6 +99,8 @@ def s3_notification_objects(event: Mapping[str, Any]) -> list[ObjectRef | Skippe
 
 
 def eventbridge_object(event: Mapping[str, Any]) -> ObjectRef | Skipped:
+    from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
+
     ev = S3EventBridgeNotificationEvent(dict(event))
     try:
         ref = object_ref(ev.detail.bucket.name, ev.detail.object.key,
