@@ -23,7 +23,8 @@ RequestKind = Literal["get", "list", "put", "delete"]
 PRICE_TIERS: dict[str, str] = {"get": "get", "list": "put", "put": "put", "delete": "free"}
 
 
-# Called with each fetched part as it arrives: (start offset, bytes-like).
+# Called with the fetched bytes as they arrive: (start offset, bytes-like). A part may come
+# in several calls, chunks of its body in order.
 PartSink = Callable[[int, memoryview], None]
 
 

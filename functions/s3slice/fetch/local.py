@@ -3,6 +3,7 @@ and a recorder of every call another fetcher answers (how tests prove pushdown).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import shutil
@@ -123,9 +124,20 @@ class RecordingFetcher:
 
     def get_ranges(self, obj: ObjectRef, ranges: Sequence[Range], *, etag: str | None,
                    sink: PartSink, concurrency: int) -> None:
-        def recording_sink(start: int, data: memoryview) -> None:
-            self._record(Call("range", obj.uri, start, start + len(data)))
-            sink(start, data)
+        # A range is recorded once all of it has arrived (a fetcher may deliver it in
+        # chunks).
+        ends = dict(ranges)
+        starts = sorted(ends)
+        arrived = dict.fromkeys(starts, 0)
+
+        def recording_sink(at: int, data: memoryview) -> None:
+            start = starts[bisect.bisect_right(starts, at) - 1]
+            with self._lock:
+                arrived[start] += len(data)
+                whole = arrived[start] == ends[start] - start
+            if whole:
+                self._record(Call("range", obj.uri, start, ends[start]))
+            sink(at, data)
         with self._lock:
             self.batches.append(sum(end - start for start, end in ranges))
         self.inner.get_ranges(obj, ranges, etag=etag, sink=recording_sink,

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 # --------------------------------------------------------------------------- S3 (obstore)
 
+#: A ranged GET's body reaches the sink in chunks of at least this many bytes (the last
+#: one smaller), so the parts in flight hold a chunk each, not whole parts.
+STREAM_CHUNK = 1024 * 1024
+
 
 def _map_error(e: BaseException, uri: str) -> Exception:
     """An obstore/object_store failure as the service's typed error."""
@@ -182,10 +186,22 @@ class S3Fetcher:
                 options["if_match"] = etag
             async with sem:
                 result = await obstore.get_async(store, obj.key, options=options)
-                data = await result.bytes_async()
-            view = memoryview(data)
-            self._accept(obj, start, end, view, int(result.meta["size"]))
-            sink(start, view)
+                self._check_object(obj, end, int(result.meta["size"]))
+                # The body goes to the sink as it arrives, a chunk at a time: a part in
+                # flight holds one chunk, not the whole part beside its copy in the image.
+                at = start
+                async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
+                    view = memoryview(chunk)
+                    if at + len(view) > end:
+                        break
+                    sink(at, view)
+                    at += len(view)
+                    del chunk, view
+            if at != end:
+                raise S3SliceTransientError(
+                    f"{obj.uri}: asked for bytes {start}-{end - 1}, got {at - start} bytes "
+                    "or more")
+            self.counters.add(end - start)
 
         async def run_all() -> None:
             sem = asyncio.Semaphore(max(1, concurrency))
@@ -204,13 +220,16 @@ class S3Fetcher:
         except Exception as e:
             raise _map_error(e, obj.uri) from e
 
-    def _accept(self, obj: ObjectRef, start: int, end: int, data: bytes | memoryview,
-                size: int) -> None:
-        """Count a fetched part, after checking that it is the part of the object asked for:
-        an object of another size than the caller knew (an event's stale size) or one that
-        ends before the part does has changed, and the read restarts."""
+    def _check_object(self, obj: ObjectRef, end: int, size: int) -> None:
+        """An object of another size than the caller knew (an event's stale size), or one
+        that ends before the part does, has changed: the read restarts."""
         if (obj.size is not None and size != obj.size) or size < end:
             raise PreconditionFailed(obj.uri)
+
+    def _accept(self, obj: ObjectRef, start: int, end: int, data: bytes | memoryview,
+                size: int) -> None:
+        """Count a fetched part, after checking that it is the part of the object asked for."""
+        self._check_object(obj, end, size)
         if len(data) != end - start:
             raise S3SliceTransientError(
                 f"{obj.uri}: asked for bytes {start}-{end - 1}, got {len(data)} bytes")
