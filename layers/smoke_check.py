@@ -8,16 +8,18 @@ site-packages, no environment and no working directory on its path; the function
 (``functions/``, Lambda's ``/var/task``) and the layer (``/opt/python``) are put first on
 ``sys.path`` here (``-I`` ignores PYTHONPATH). The service runs with its local fetcher in
 place of S3 (boto3, which the Lambda runtime provides, is not here): every Parquet codec
-through each of its three decoders, every output codec, and CSV and JSON in every text
-codec, in memory and streamed. Fails if any module was loaded from anywhere but the
-layer, the function's code or the standard library. SECONDS (default 600): dump every
-thread's stack and exit if still running then.
+through each of its three decoders, every output codec, CSV and JSON in every text codec,
+in memory and streamed, and SQL in S3 Select's dialect (its date functions, a combining
+query over two objects). Fails if any module was loaded from anywhere but the layer, the
+function's code or the standard library. SECONDS (default 600): dump every thread's
+stack and exit if still running then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bz2
+import datetime as dt
 import faulthandler
 import gzip
 import io
@@ -28,11 +30,13 @@ import struct
 import sys
 import sysconfig
 import tempfile
+from typing import Any
 
 LAYER = os.path.abspath(sys.argv[1])
 FUNCTION_CODE = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                               os.pardir, "functions"))
 faulthandler.dump_traceback_later(float(sys.argv[2]) if len(sys.argv) > 2 else 600, exit=True)
+
 sys.path[:0] = [FUNCTION_CODE, LAYER]
 
 # Imported only now, from the layer.
@@ -226,6 +230,7 @@ def check_function(tmp: str) -> None:
         expected = frame.filter(pl.sql_expr(window))
         assert pl.from_arrow(pq.read_table(pa.BufferReader(data))).equals(expected), codec
         assert pl.read_parquet(io.BytesIO(data)).equals(expected), codec
+    check_function_sql(tmp, fetcher, frame)
     for fmt, read in (("csv", pl.read_csv), ("json", pl.read_ndjson)):
         answer = s3slice.run({"source": "s3://in/zstd.parquet", "filter": window, "output": {
             "uri": f"s3://out/{fmt}/", "format": fmt, "compression": "gzip"}},
@@ -250,12 +255,48 @@ def check_function(tmp: str) -> None:
                 assert got.frame["a"].to_list() == list(range(10)), (key, got.frame)
 
 
+def check_function_sql(tmp: str, fetcher: Any, frame: pl.DataFrame) -> None:
+    """SQL through the service, in S3 Select's dialect (sqlglot's default one, subclassed):
+    an alias with paths, a query combining two objects (its partial and final plans), and
+    the date functions; each against polars."""
+    import s3slice
+    from s3slice import Settings
+
+    settings = Settings(tmp_dir=tmp)
+    got = s3slice.read({"source": "s3://in/zstd.parquet", "sql": (
+        "SELECT s.id, s.x FROM S3Object s WHERE s.id BETWEEN 150000 AND 150500 "
+        "AND s.name LIKE 'row-1%'")}, settings=settings, fetcher=fetcher)
+    expected = frame.filter(pl.col("id").is_between(150_000, 150_500)
+                            & pl.col("name").str.starts_with("row-1")).select("id", "x")
+    assert expected.height > 0
+    assert got.frame.equals(expected), got.frame
+
+    query = ("SELECT name, COUNT(*) AS n, SUM(id) AS total FROM s3object "
+             "WHERE id < 1000 OR id >= 299000 GROUP BY name ORDER BY name")
+    got = s3slice.read({"source": ["s3://in/zstd.parquet", "s3://in/snappy.parquet"],
+                        "sql": query}, settings=settings, fetcher=fetcher)
+    oracle = pl.SQLContext(frames={"s3object": pl.concat([frame, frame])})
+    assert got.frame.rows() == oracle.execute(query).collect().rows(), got.frame
+
+    got = s3slice.read({"source": "s3://in/zstd.parquet", "sql": (
+        "SELECT id, DATE_ADD(day, 1, TO_TIMESTAMP('2024-05-01T10:30Z')) AS t, "
+        "DATE_DIFF(month, TO_TIMESTAMP('2024-01-15T'), TO_TIMESTAMP('2024-05-01T')) AS m, "
+        "UTCNOW() AS now FROM s3object WHERE id < 3 ORDER BY id DESC LIMIT 2")},
+        settings=settings, fetcher=fetcher)
+    assert got.frame["id"].to_list() == [2, 1], got.frame
+    assert set(got.frame["t"].to_list()) == {dt.datetime(2024, 5, 2, 10, 30)}, got.frame
+    assert set(got.frame["m"].to_list()) == {4}, got.frame
+
+
 def check_sqlglot() -> None:
+    """sqlglot's default dialect, extended as the service extends it; the named dialects
+    (trimmed from the layer) are neither loaded nor there."""
     from sqlglot import parser
     from sqlglot.dialects.dialect import Dialect
 
-    tree = sqlglot.parse_one("SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 5", read="duckdb")
+    tree = sqlglot.parse_one("SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 5")
     assert [c.name for c in tree.find_all(exp.Column)][:2] == ["a", "b"]
+    assert tree.sql() == "SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 5", tree.sql()
 
     class Custom(Dialect):  # how the service adds S3 Select's functions
         class Parser(parser.Parser):
@@ -263,6 +304,20 @@ def check_sqlglot() -> None:
                          "UTCNOW": lambda args: exp.Literal.string("now")}
 
     assert sqlglot.parse_one("SELECT UTCNOW() FROM t", read=Custom).sql() == "SELECT 'now' FROM t"
+    named = sorted(n for n in sys.modules if n.startswith(("sqlglot.dialects.",
+                                                           "sqlglot.generators.",
+                                                           "sqlglot.parsers.",
+                                                           "sqlglot.typing."))
+                   and n not in ("sqlglot.dialects.dialect", "sqlglot.parsers.base"))
+    assert not named, f"named dialects were loaded: {named}"
+    for name in ("executor", "planner", "lineage"):
+        assert f"sqlglot.{name}" not in sys.modules, name
+    missing = None
+    try:
+        sqlglot.parse_one("SELECT 1", read="duckdb")
+    except ModuleNotFoundError as e:
+        missing = e.name
+    assert missing == "sqlglot.dialects.duckdb", f"sqlglot's DuckDB dialect is there ({missing})"
 
 
 def check_powertools() -> None:

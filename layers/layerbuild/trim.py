@@ -15,21 +15,25 @@ from .files import path_size, remove
 
 @dataclasses.dataclass(frozen=True)
 class TrimRule:
-    """Paths (``fnmatch`` patterns over the posix path relative to ``python/``) to remove."""
+    """Paths (``fnmatch`` patterns over the posix path relative to ``python/``) to remove,
+    except those that ``keep`` matches."""
 
     name: str
     reason: str
     patterns: tuple[str, ...]
+    keep: tuple[str, ...] = ()
 
     def matches(self, rel: str) -> bool:
-        return any(fnmatch.fnmatchcase(rel, p) for p in self.patterns)
+        return (any(fnmatch.fnmatchcase(rel, p) for p in self.patterns)
+                and not any(fnmatch.fnmatchcase(rel, k) for k in self.keep))
 
 
 #: What is removed after pip has installed the wheels, and why. A pattern matching a
 #: directory removes the whole directory.
 TRIM_RULES: tuple[TrimRule, ...] = (
-    TrimRule("bytecode", "compiled for the build interpreter, not the runtime's; "
-             "/opt is read-only on Lambda, so caches are never written there either",
+    TrimRule("bytecode", "bytecode shipped in the wheels, compiled by and for whichever "
+             "interpreter built them; the build compiles the layer's own, for the target's "
+             "Python, after trimming (bytecode.py)",
              ("__pycache__", "*/__pycache__", "*.pyc")),
     TrimRule("tests", "test suites and their data",
              ("*/tests", "pyarrow/_pyarrow_cpp_tests.*")),
@@ -72,6 +76,21 @@ TRIM_RULES: tuple[TrimRule, ...] = (
              "imports pyarrow.csv",
              ("pyarrow/csv.py", "pyarrow/_csv.*", "pyarrow/json.py", "pyarrow/_json.*",
               "pyarrow/feather.py", "pyarrow/_feather.*")),
+    TrimRule("sqlglot-executor", "sqlglot's Python executor with its planner and Python "
+             "generator, and column lineage: only sqlglot.executor.execute and "
+             "sqlglot.lineage.lineage, which the service never calls, import them",
+             ("sqlglot/executor", "sqlglot/planner.py", "sqlglot/lineage.py",
+              "sqlglot/generators/python.py")),
+    TrimRule("sqlglot-dialects", "sqlglot's named dialects (BigQuery, DuckDB, Spark, ...) "
+             "with their parsers, generators and type annotations: the service parses and "
+             "writes SQL only in sqlglot's default dialect (subclassed in "
+             "functions/s3slice/query/dialect.py), whose import needs only dialects/dialect.py, "
+             "parsers/base.py and the packages' __init__; sqlglot imports a named dialect only "
+             "when one is asked for by name (read=, write=, dialect=, Dialect.get_or_raise)",
+             ("sqlglot/dialects/*.py", "sqlglot/generators/*.py", "sqlglot/parsers/*.py",
+              "sqlglot/typing/*.py"),
+             keep=("sqlglot/*/__init__.py", "sqlglot/dialects/dialect.py",
+                   "sqlglot/parsers/base.py")),
     TrimRule("powertools-swagger-ui", "Swagger UI's script and style sheet, served only by "
              "an event handler's enable_swagger(); the service has no HTTP resolver and never "
              "imports aws_lambda_powertools.event_handler",

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from layers.layerbuild.check import FORBIDDEN, REQUIRED
+from layers.layerbuild.check import FORBIDDEN, REQUIRED, present, source_name, trimmed_by
 from layers.layerbuild.elf import (
     check_elf_closure,
     drop_needed,
@@ -74,6 +74,22 @@ TRIMMED_PYARROW_MODULES = ("acero", "dataset", "substrait", "csv", "json", "feat
                            "parquet.encryption", "_acero", "_dataset", "_dataset_parquet",
                            "_dataset_parquet_encryption", "_substrait", "_csv", "_json",
                            "_feather", "_parquet_encryption")
+
+#: Some of sqlglot's named dialects (``sqlglot.dialects.DIALECTS``), trimmed with their
+#: parsers, generators and type annotations; and all that stays of those packages: the
+#: default dialect's import path.
+SQLGLOT_NAMED_DIALECTS = ("athena", "bigquery", "clickhouse", "databricks", "duckdb", "hive",
+                          "mysql", "postgres", "presto", "snowflake", "spark", "spark2",
+                          "sqlite", "trino", "tsql")
+SQLGLOT_KEPT = {"dialects": ("__init__", "dialect"), "generators": ("__init__",),
+                "parsers": ("__init__", "base"), "typing": ("__init__",)}
+#: sqlglot modules the trim removed: the service must not import them (nor name a dialect).
+TRIMMED_SQLGLOT_MODULES = ("sqlglot.executor", "sqlglot.planner", "sqlglot.lineage",
+                           *(f"sqlglot.{package}.{dialect}" for package in SQLGLOT_KEPT
+                             for dialect in SQLGLOT_NAMED_DIALECTS),
+                           # the optimizer's predicate pushdown imports Presto and Athena
+                           "sqlglot.optimizer.pushdown_predicates",
+                           "sqlglot.optimizer.optimizer", "sqlglot.optimizer.optimize")
 
 pytestmark = [pytest.mark.slow, pytest.mark.infrastructure, pytest.mark.timeout(1800)]
 
@@ -165,7 +181,7 @@ def test_report_accounts_for_every_byte(layer: Built) -> None:
     for rule in ("pyarrow-flight", "pyarrow-remote-filesystems", "headers-and-sources",
                  "tests", "strip", "pyarrow-dataset-acero", "pyarrow-substrait",
                  "pyarrow-parquet-encryption", "pyarrow-csv-json-feather",
-                 "powertools-swagger-ui"):
+                 "powertools-swagger-ui", "sqlglot-executor", "sqlglot-dialects"):
         assert removed[rule] > 0, f"{rule} removed nothing: {removed}"
     assert set(removed) <= set(layer.report["removed_why"]) | {"strip"}
 
@@ -235,7 +251,8 @@ def test_distributions_are_exactly_the_pins(layer: Built) -> None:
 
 
 def test_trimmed_parts_are_gone(layer: Built) -> None:
-    files, dirs = layer.files(), layer.dirs()
+    # a module is matched by the name of its source (the layer ships x.pyc for x.py)
+    files, dirs = sorted({source_name(f) for f in layer.files()}), layer.dirs()
     gone_files = [
         "pyarrow/libarrow_flight.so*", "pyarrow/libarrow_python_flight.so*",
         "pyarrow/_flight.*", "pyarrow/flight.py",
@@ -244,22 +261,32 @@ def test_trimmed_parts_are_gone(layer: Built) -> None:
         "pyarrow/_orc.*", "pyarrow/_dataset_orc.*", "pyarrow/orc.py",
         "pyarrow/_pyarrow_cpp_tests.*",
         "pyarrow/libarrow_python.so", "pyarrow/*.so.*.*.*",  # only SONAME copies stay
-        "*.h", "*.hpp", "*.pyx", "*.pxd", "*.pxi", "*.pyi", "*.pyc", "bin/*",
+        "*.h", "*.hpp", "*.pyx", "*.pxd", "*.pxi", "*.pyi", "bin/*",
         *(f"pyarrow/{lib}.so*" for lib in TRIMMED_PYARROW_LIBS),
         *(f"pyarrow/{m.replace('.', '/')}.*" for m in TRIMMED_PYARROW_MODULES),
         "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.js",
         "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.css",
+        "sqlglot/executor/*", "sqlglot/planner.py", "sqlglot/lineage.py",
+        *(f"sqlglot/{package}/{dialect}.py" for package in ("dialects", "generators",
+                                                            "parsers", "typing")
+          for dialect in SQLGLOT_NAMED_DIALECTS),
+        "sqlglot/generators/python.py",
     ]
     for pattern in gone_files:
         hits = fnmatch.filter(files, pattern)
         assert not hits, f"{pattern} should be trimmed: {hits[:5]}"
     gone_dirs = ["pyarrow/include", "pyarrow/includes", "pyarrow/src", "pyarrow/tests",
-                 "*__pycache__", "*/tests"]
+                 "*/tests", "sqlglot/executor"]
     for pattern in gone_dirs:
         hits = fnmatch.filter(dirs, pattern)
         assert not hits, f"{pattern} should be trimmed: {hits[:5]}"
     for pattern in FORBIDDEN:
         assert not fnmatch.filter(files + dirs, pattern), pattern
+    assert [(f, trimmed_by(f)) for f in layer.files() if trimmed_by(f)] == []
+    # of sqlglot's dialect packages, only what its default dialect imports stays
+    for package in ("dialects", "generators", "parsers", "typing"):
+        left = sorted(f for f in files if f.startswith(f"sqlglot/{package}/"))
+        assert left == [f"sqlglot/{package}/{m}.py" for m in SQLGLOT_KEPT[package]], left
     # only the Swagger UI's assets go: the event handler (unused here) still imports
     assert "aws_lambda_powertools/event_handler/openapi/swagger_ui/html.py" in files
     assert "aws_lambda_powertools/event_handler/__init__.py" in files
@@ -267,7 +294,7 @@ def test_trimmed_parts_are_gone(layer: Built) -> None:
 
 def test_required_libraries_are_present_and_linkable(layer: Built) -> None:
     for pattern in REQUIRED:
-        assert list(layer.site.glob(pattern)), f"missing {pattern}"
+        assert present(layer.site, pattern), f"missing {pattern}"
     # what pyarrow's core extension still links, all of which must stay
     (lib,) = layer.site.glob("pyarrow/lib.*.so")
     needed = set(read_elf(lib).needed)
@@ -291,6 +318,30 @@ def test_every_elf_file_is_stripped_and_for_the_target(layer: Built) -> None:
         assert info.machine == layer.machine, rel
         assert not info.has_symtab, f"{rel} still has a symbol table"
         assert not info.has_debug_info, f"{rel} still has debug info"
+
+
+def test_trim_rules_judge_a_module_by_its_source_name() -> None:
+    """A sourceless ``x.pyc`` (or a kept source's cache) is trimmed or kept as ``x.py`` is,
+    and the sqlglot rules keep what their ``keep`` names."""
+    assert source_name("sqlglot/dialects/duckdb.pyc") == "sqlglot/dialects/duckdb.py"
+    assert source_name("typing_extensions.pyc") == "typing_extensions.py"
+    assert source_name("sqlglot/__pycache__/tokenizer_core.cpython-313.pyc") == (
+        "sqlglot/tokenizer_core.py")
+    assert source_name("pyarrow/libarrow.so.2300") == "pyarrow/libarrow.so.2300"
+    for rel, rule in {"sqlglot/dialects/duckdb.pyc": "sqlglot-dialects",
+                      "sqlglot/typing/bigquery.pyc": "sqlglot-dialects",
+                      "sqlglot/generators/python.pyc": "sqlglot-executor",
+                      "sqlglot/executor/python.pyc": "sqlglot-executor",
+                      "sqlglot/lineage.pyc": "sqlglot-executor",
+                      "pyarrow/flight.pyc": "pyarrow-flight",
+                      "pyarrow/tests/test_io.pyc": "tests",
+                      "pyarrow/libarrow_python.so": "pyarrow/libarrow_python.so"}.items():
+        assert trimmed_by(rel) == rule, rel
+    for rel in ("sqlglot/dialects/dialect.pyc", "sqlglot/dialects/__init__.pyc",
+                "sqlglot/parsers/base.pyc", "sqlglot/generators/__init__.pyc",
+                "sqlglot/typing/__init__.pyc", "sqlglot/__pycache__/tokenizer_core.cpython-313.pyc",
+                "sqlglot/tokenizer_core.py", "sqlglot/diff.pyc", "pyarrow/parquet/core.pyc"):
+        assert trimmed_by(rel) is None, rel
 
 
 def test_elf_reader_agrees_with_readelf(layer: Built) -> None:
@@ -461,14 +512,22 @@ NEEDS_DATASET = frozenset({"ParquetDataset", "write_to_dataset", "filters_to_exp
                            "scan_pyarrow_dataset"})
 
 
+#: sqlglot's calls that take a dialect, and which of their positional arguments are one.
+DIALECT_ARGUMENTS = {"parse_one": slice(1, None), "parse": slice(1, None),
+                     "transpile": slice(1, None), "tokenize": slice(1, None),
+                     "sql": slice(0, 1), "get_or_raise": slice(0, 1)}
+
+
 def test_the_service_uses_nothing_the_trim_removed() -> None:
-    """Read from the function's source: no import of a trimmed pyarrow module or of
-    Powertools' event handler (whose Swagger UI assets are gone), no API that needs
-    pyarrow.dataset, no ``use_pyarrow`` (polars' way into pyarrow.csv and pq.read_table's
-    dataset path), and ``pq.read_table`` only on one source with keywords its fallback to
-    ParquetFile honours. The smoke check and the end-to-end run below show it by running."""
+    """Read from the function's source: no import of a trimmed pyarrow or sqlglot module or
+    of Powertools' event handler (whose Swagger UI assets are gone), no sqlglot dialect
+    named by a string (``read="duckdb"``, ``.sql("spark")``: the named dialects are gone),
+    no API that needs pyarrow.dataset, no ``use_pyarrow`` (polars' way into pyarrow.csv and
+    pq.read_table's dataset path), and ``pq.read_table`` only on one source with keywords
+    its fallback to ParquetFile honours. The smoke check and the end-to-end run below show
+    it by running."""
     removed = ({f"pyarrow.{m}" for m in TRIMMED_PYARROW_MODULES}
-               | {"aws_lambda_powertools.event_handler"})
+               | {"aws_lambda_powertools.event_handler", *TRIMMED_SQLGLOT_MODULES})
     read_table_calls = 0
     for path in sorted(FUNCTION_DIR.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -486,6 +545,13 @@ def test_the_service_uses_nothing_the_trim_removed() -> None:
             if isinstance(node, ast.Call):
                 keywords = {k.arg for k in node.keywords if k.arg is not None}
                 assert "use_pyarrow" not in keywords, f"{where}: use_pyarrow"
+                dialects = [k.value for k in node.keywords if k.arg in ("read", "write",
+                                                                        "dialect")]
+                if isinstance(node.func, ast.Attribute) and node.func.attr in DIALECT_ARGUMENTS:
+                    dialects += node.args[DIALECT_ARGUMENTS[node.func.attr]]
+                assert not [d for d in dialects if isinstance(d, ast.Constant)
+                            and isinstance(d.value, str)], (
+                    f"{where} names a sqlglot dialect, and the layer has only the default one")
                 if isinstance(node.func, ast.Attribute) and node.func.attr == "read_table":
                     read_table_calls += 1
                     assert len(node.args) == 1, f"{where}: pq.read_table of one source"
