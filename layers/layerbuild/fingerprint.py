@@ -1,5 +1,5 @@
 """The reuse rule: a build is reused only when everything that decides its content is
-unchanged: the pins, the target, and every file of this package."""
+unchanged: the pins, the target, the bytecode compiler, and every file of this package."""
 
 from __future__ import annotations
 
@@ -21,16 +21,18 @@ def package_files(package_dir: Path = PACKAGE_DIR) -> list[Path]:
             if p.suffix != ".pyc"]
 
 
-def fingerprint(target: Target, requirements: Path, strip: bool, *,
+def fingerprint(target: Target, requirements: Path, strip: bool, compiler: str, *,
                 package_dir: Path = PACKAGE_DIR) -> str:
-    """What decides the layer's content: the pins, the target, and the build's code.
+    """What decides the layer's content: the pins, the target, the build's code, and the
+    interpreter that compiles the bytecode (``compiler``: its ``sys.version``).
 
     The code is all of this package, each file by its path and bytes, so that any change
     to the build (a step, a rule, a check, even a message) means a rebuild; nothing needs
     to remember which functions matter."""
     h = hashlib.sha256()
     h.update(requirements.read_bytes())
-    h.update(json.dumps([dataclasses.asdict(target), target.platforms(), strip]).encode())
+    h.update(json.dumps([dataclasses.asdict(target), target.platforms(), strip,
+                         compiler]).encode())
     for path in package_files(package_dir):
         rel = path.relative_to(package_dir).as_posix().encode()
         data = path.read_bytes()

@@ -1,5 +1,5 @@
-"""The build itself: install, check the pins, trim, strip, check, measure, publish, in
-that order, or reuse the previous build when its fingerprint is unchanged."""
+"""The build itself: install, check the pins, trim, strip, compile, check, measure,
+publish, in that order, or reuse the previous build when its fingerprint is unchanged."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .bytecode import Compiler, compile_layer, find_compiler, runtime_site
 from .check import check_layer
 from .files import tree_size
 from .fingerprint import fingerprint
@@ -43,19 +44,20 @@ class BuildOptions:
 def build(opts: BuildOptions) -> dict[str, Any]:
     """Build (or reuse) the layer; returns the size report also written to the out dir."""
     target, out = opts.target, opts.out.resolve()
-    stamp = fingerprint(target, opts.requirements, opts.strip)
+    compiler = find_compiler(target)
+    stamp = fingerprint(target, opts.requirements, opts.strip, compiler.version)
     report = None if opts.force else reusable(out, stamp)
     if report is not None:
         print(f"layer for {target.arch}/python{target.python} in {out} is up to date", flush=True)
     else:
-        report = _build(opts, out, stamp)
+        report = _build(opts, out, stamp, compiler)
     if opts.zip and not (out / ZIP_NAME).is_file():
         report["zip_bytes"] = write_zip(out / "python", out / ZIP_NAME)
     (out / SIZE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 
-def _build(opts: BuildOptions, out: Path, stamp: str) -> dict[str, Any]:
+def _build(opts: BuildOptions, out: Path, stamp: str, compiler: Compiler) -> dict[str, Any]:
     target = opts.target
     pins = read_pins(opts.requirements)
     strip_tool = find_strip(target) if opts.strip else None
@@ -80,6 +82,9 @@ def _build(opts: BuildOptions, out: Path, stamp: str) -> dict[str, Any]:
         t = time.monotonic()
         saved = strip_all(site, strip_tool) if strip_tool else 0
         timings["strip"] = time.monotonic() - t
+        t = time.monotonic()
+        bytecode = compile_layer(site, compiler, runtime_site(target, out))
+        timings["compile"] = time.monotonic() - t
         check_layer(site, target)
         sizes = measure(site)
         t = time.monotonic()
@@ -99,6 +104,7 @@ def _build(opts: BuildOptions, out: Path, stamp: str) -> dict[str, Any]:
                         "strip": "symbols not needed for dynamic linking"},
         "unlinked": trimmed.unlinked,
         "unlinked_why": UNLINKED_REASON,
+        "bytecode": bytecode,
         "limit_bytes": LAMBDA_UNZIPPED_LIMIT,
         "wheels": wheels_from,
         "seconds": {k: round(v, 1) for k, v in timings.items()},

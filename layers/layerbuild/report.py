@@ -15,7 +15,8 @@ LAMBDA_UNZIPPED_LIMIT = 262_144_000
 
 
 def owners(site: Path) -> dict[str, str]:
-    """Top-level entry of ``site`` -> the distribution that installed it (from RECORD)."""
+    """Top-level entry of ``site`` -> the distribution that installed it (from RECORD; a
+    top-level module ``x.py`` is shipped as ``x.pyc``)."""
     found: dict[str, str] = {}
     for info in site.glob("*.dist-info"):
         dist = info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
@@ -26,6 +27,8 @@ def owners(site: Path) -> dict[str, str]:
                 top = line.split(",", 1)[0].split("/", 1)[0]
                 if top and not top.startswith(".."):
                     found.setdefault(top, dist)
+                    if top.endswith(".py"):
+                        found.setdefault(top + "c", dist)
     return found
 
 
@@ -66,6 +69,12 @@ def summarize(report: dict[str, Any], out: Path) -> str:
     lines.append(f"  function code ({FUNCTION_DIR.relative_to(REPO_DIR)}): {function:,} bytes;"
                  f" layer + function = {total + function:,} of {LAMBDA_UNZIPPED_LIMIT:,}"
                  f" ({LAMBDA_UNZIPPED_LIMIT - total - function:,} to spare)")
+    if "bytecode" in report:
+        b = report["bytecode"]
+        lines.append(f"  bytecode: {b['modules']:,} modules compiled by Python {b['python']} "
+                     f"({b['invalidation_mode']}, for {b['loaded_from']}), {b['bytecode_bytes']:,}"
+                     f" bytes; {b['source_bytes_removed']:,} bytes of source removed, "
+                     f"{len(b['kept_source'])} kept")
     if "seconds" in report:
         lines.append("  seconds: " + ", ".join(f"{k} {v}" for k, v in report["seconds"].items())
                      + f" (wheels from {report.get('wheels', '?')})")

@@ -25,6 +25,7 @@ import ast
 import dataclasses
 import fnmatch
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -38,6 +39,14 @@ from typing import Any
 
 import pytest
 
+from layers.layerbuild.bytecode import (
+    KEEP_SOURCE,
+    LAMBDA_SITE,
+    Compiler,
+    cached_path,
+    check_bytecode,
+    find_compiler,
+)
 from layers.layerbuild.check import FORBIDDEN, REQUIRED, present, source_name, trimmed_by
 from layers.layerbuild.elf import (
     check_elf_closure,
@@ -320,6 +329,86 @@ def test_every_elf_file_is_stripped_and_for_the_target(layer: Built) -> None:
         assert not info.has_debug_info, f"{rel} still has debug info"
 
 
+# --------------------------------------------------------------------- bytecode
+
+#: Run by the layer's own Python: the file name compiled into each sourceless module.
+CO_FILENAMES = textwrap.dedent("""
+    import json, marshal, os, sys
+    site, loaded_from = sys.argv[1], sys.argv[2]
+    names = {}
+    for dirpath, _, files in os.walk(site):
+        for name in files:
+            if name.endswith(".pyc") and os.path.basename(dirpath) != "__pycache__":
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    names[os.path.relpath(path, site)] = marshal.loads(f.read()[16:]).co_filename
+    print(json.dumps(names))
+""")
+
+
+def _assert_ships_bytecode(built: Built, compiler: Compiler, loaded_from: str) -> None:
+    """Every module as the runtime's bytecode (its magic number, ``unchecked-hash``), no
+    source but ``KEEP_SOURCE``'s (whose bytecode is in ``__pycache__``), the file names
+    compiled in where the runtime loads the layer from, and the report saying so."""
+    assert check_bytecode(built.site, compiler.magic, compiler.cache_tag) == []
+    files = built.files()
+    assert [f for f in files if f.endswith(".py")] == sorted(KEEP_SOURCE)
+    for source in KEEP_SOURCE:
+        assert cached_path(built.site / source, compiler.cache_tag).is_file(), source
+    compiled = [f for f in files if f.endswith(".pyc")]
+    sourceless = [f for f in compiled if "/__pycache__/" not in f]
+    assert len(sourceless) > 800, len(sourceless)
+    report = built.report["bytecode"]
+    assert (report["python"], report["magic"], report["invalidation_mode"]) == (
+        compiler.release, compiler.magic.hex(), "unchecked-hash")
+    assert (report["modules"], report["sourceless"]) == (len(compiled), len(sourceless))
+    assert report["bytecode_bytes"] == sum((built.site / f).stat().st_size for f in compiled)
+    assert report["loaded_from"] == loaded_from
+    assert report["kept_source"] == KEEP_SOURCE
+    # the modules the service loads first are there, as bytecode only
+    for module in ("polars/__init__", "pyarrow/parquet/core", "sqlglot/parser",
+                   "aws_lambda_powertools/logging/logger", "obstore/__init__",
+                   "typing_extensions"):
+        assert module + ".pyc" in sourceless, module
+    listed = subprocess.run([compiler.executable, "-I", "-S", "-c", CO_FILENAMES,
+                             str(built.site), loaded_from],
+                            capture_output=True, text=True, timeout=300, check=True)
+    names = json.loads(listed.stdout)
+    assert sorted(names) == sorted(sourceless)
+    wrong = {rel: name for rel, name in names.items() if name != f"{loaded_from}/{rel[:-1]}"}
+    assert not wrong, list(wrong.items())[:5]
+
+
+def test_layer_ships_bytecode_for_lambdas_python(layer: Built) -> None:
+    """Compiled by a CPython 3.13 (pyenv's here) for ``/opt/python``, where Lambda loads
+    the layer from, sourceless: the import compiles nothing at a cold start."""
+    compiler = find_compiler(Target(arch=layer.report["arch"], python=layer.report["python"]))
+    assert compiler.release.startswith("3.13."), compiler
+    _assert_ships_bytecode(layer, compiler, LAMBDA_SITE)
+
+
+def test_native_layer_ships_bytecode_for_this_python(native_layer: Built) -> None:
+    compiler = find_compiler(Target.host())
+    assert compiler.magic == importlib.util.MAGIC_NUMBER
+    _assert_ships_bytecode(native_layer, compiler, str(native_layer.site))
+
+
+def test_no_layer_without_bytecode_for_its_python(tmp_path: Path) -> None:
+    """With no CPython of the target's version on this machine, the build stops before it
+    starts, saying what to install; it never ships a layer without bytecode."""
+    with pytest.raises(BuildError, match=(r"CPython 3\.99 .*python3\.99 on PATH and "
+                                          r"~/\.pyenv/versions/3\.99\*/bin/python3\.99.*"
+                                          r"pyenv install 3\.99")):
+        find_compiler(Target(arch="arm64", python="3.99"))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(BUILD_PY), "--arch", "arm64", "--python", "3.99",
+                           "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "CPython 3.99" in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
 def test_trim_rules_judge_a_module_by_its_source_name() -> None:
     """A sourceless ``x.pyc`` (or a kept source's cache) is trimmed or kept as ``x.py`` is,
     and the sqlglot rules keep what their ``keep`` names."""
@@ -408,7 +497,8 @@ def test_rebuild_with_unchanged_inputs_is_reused(layer: Built) -> None:
     assert "is up to date" in again.log
     assert again.report == layer.report
     target = Target(arch=layer.report["arch"], python=layer.report["python"])
-    assert layer.report["fingerprint"] == fingerprint(target, REQUIREMENTS, True)
+    assert layer.report["fingerprint"] == fingerprint(target, REQUIREMENTS, True,
+                                                      find_compiler(target).version)
 
 
 # --------------------------------------------------------------- the build's own code
@@ -419,13 +509,17 @@ def _copy_package(dest: Path) -> Path:
     return dest
 
 
+#: A compiler's ``sys.version``, as the fingerprint takes it.
+COMPILER = "3.13.0 (main, Oct  8 2024, 00:00:00) [GCC 12.2.0]"
+
+
 def test_fingerprint_covers_every_file_of_the_build_package(tmp_path: Path) -> None:
     """A change to any file of ``layers/layerbuild`` (or a new one) means a rebuild;
     bytecode caches do not, nor does where the package is."""
     target = Target(arch="arm64", python="3.13")
     package = _copy_package(tmp_path / "layerbuild")
-    original = fingerprint(target, REQUIREMENTS, True)
-    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) == original
+    original = fingerprint(target, REQUIREMENTS, True, COMPILER)
+    assert fingerprint(target, REQUIREMENTS, True, COMPILER, package_dir=package) == original
 
     files = package_files(package)
     names = {p.relative_to(package).as_posix() for p in files}
@@ -435,23 +529,28 @@ def test_fingerprint_covers_every_file_of_the_build_package(tmp_path: Path) -> N
     for path in files:
         code = path.read_bytes()
         path.write_bytes(code + b"\n")
-        assert fingerprint(target, REQUIREMENTS, True, package_dir=package) != original, path
+        assert fingerprint(target, REQUIREMENTS, True, COMPILER,
+                           package_dir=package) != original, path
         path.write_bytes(code)
-    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) == original
+    assert fingerprint(target, REQUIREMENTS, True, COMPILER, package_dir=package) == original
 
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "cli.cpython-313.pyc").write_bytes(b"\0" * 16)
-    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) == original
+    assert fingerprint(target, REQUIREMENTS, True, COMPILER, package_dir=package) == original
     (package / "new_step.py").write_text("")
-    assert fingerprint(target, REQUIREMENTS, True, package_dir=package) != original
+    assert fingerprint(target, REQUIREMENTS, True, COMPILER, package_dir=package) != original
 
     # and the other inputs: the pins, the target, stripping
     pins = tmp_path / "requirements.txt"
     pins.write_bytes(REQUIREMENTS.read_bytes() + b"# edited\n")
-    assert fingerprint(target, pins, True) != original
-    assert fingerprint(Target(arch="x86_64", python="3.13"), REQUIREMENTS, True) != original
-    assert fingerprint(Target(arch="arm64", python="3.12"), REQUIREMENTS, True) != original
-    assert fingerprint(target, REQUIREMENTS, False) != original
+    assert fingerprint(target, pins, True, COMPILER) != original
+    assert fingerprint(Target(arch="x86_64", python="3.13"), REQUIREMENTS, True,
+                       COMPILER) != original
+    assert fingerprint(Target(arch="arm64", python="3.12"), REQUIREMENTS, True,
+                       COMPILER) != original
+    assert fingerprint(target, REQUIREMENTS, False, COMPILER) != original
+    # ... and the interpreter that compiles the bytecode
+    assert fingerprint(target, REQUIREMENTS, True, COMPILER.replace("3.13.0", "3.13.1")) != original
 
 
 def _package_imports(path: Path) -> set[str]:
