@@ -11,8 +11,11 @@ place of S3 (boto3, which the Lambda runtime provides, is not here): every Parqu
 through each of its three decoders, every output codec, CSV and JSON in every text codec,
 in memory and streamed, and SQL in S3 Select's dialect (its date functions, a combining
 query over two objects). Fails if any module was loaded from anywhere but the layer, the
-function's code or the standard library. SECONDS (default 600): dump every thread's
-stack and exit if still running then.
+function's code or the standard library, and unless the layer's bytecode is what the
+build promises: no source beside a ``.pyc``, every ``.pyc`` this interpreter's and
+``unchecked-hash``, every module loaded from the layer loaded from bytecode (sourceless,
+or from ``__pycache__`` for the few sources kept), and none compiled from source here.
+SECONDS (default 600): dump every thread's stack and exit if still running then.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import bz2
 import datetime as dt
 import faulthandler
 import gzip
+import importlib.machinery
+import importlib.util
 import io
 import json
 import os
@@ -37,6 +42,19 @@ FUNCTION_CODE = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__
                                               os.pardir, "functions"))
 faulthandler.dump_traceback_later(float(sys.argv[2]) if len(sys.argv) > 2 else 600, exit=True)
 
+#: Every file the import system compiled from source in this process. The loader of a
+#: module with a source compiles it (``source_to_code``) only when it has no usable
+#: bytecode; a sourceless module has nothing to compile.
+COMPILED: list[str] = []
+_source_to_code = importlib.machinery.SourceFileLoader.source_to_code
+
+
+def _recording_source_to_code(self: Any, data: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+    COMPILED.append(os.fspath(path))
+    return _source_to_code(self, data, path, *args, **kwargs)
+
+
+importlib.machinery.SourceFileLoader.source_to_code = _recording_source_to_code  # type: ignore[method-assign]
 sys.path[:0] = [FUNCTION_CODE, LAYER]
 
 # Imported only now, from the layer.
@@ -320,6 +338,57 @@ def check_sqlglot() -> None:
     assert missing == "sqlglot.dialects.duckdb", f"sqlglot's DuckDB dialect is there ({missing})"
 
 
+def _pyc_header(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(8)
+
+
+def check_bytecode() -> str:
+    """The layer's files: no source beside its ``.pyc``; every ``.pyc`` this interpreter's
+    and ``unchecked-hash`` (never checked against a source or a time); every source kept
+    has its bytecode in ``__pycache__``. The modules loaded from the layer by everything
+    above: each from bytecode (a sourceless ``.pyc``, or a kept source's cache), and none
+    compiled from source in this process."""
+    magic = importlib.util.MAGIC_NUMBER
+    kept = []
+    for dirpath, _, filenames in os.walk(LAYER):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if name.endswith(".py"):
+                assert not os.path.exists(path + "c"), f"{path} beside its .pyc"
+                cached = importlib.util.cache_from_source(path)
+                assert os.path.isfile(cached), f"{path} has no bytecode ({cached})"
+                kept.append(path)
+            elif name.endswith(".pyc"):
+                header = _pyc_header(path)
+                assert header[:4] == magic, f"{path}: magic {header[:4].hex()}, not {magic.hex()}"
+                assert int.from_bytes(header[4:8], "little") == 0b01, f"{path}: not unchecked-hash"
+    compiled = [p for p in COMPILED if p.startswith(LAYER + os.sep)]
+    assert not compiled, f"compiled from source at import: {compiled[:10]}"
+    sourceless = with_source = extensions = 0
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None)
+        if not origin or not os.path.realpath(origin).startswith(LAYER + os.sep):
+            continue
+        loader = type(spec.loader)
+        if loader is importlib.machinery.ExtensionFileLoader:
+            extensions += 1
+        elif loader is importlib.machinery.SourcelessFileLoader:
+            assert origin.endswith(".pyc"), (name, origin)
+            assert not os.path.exists(origin[:-1]), (name, origin)
+            sourceless += 1
+        else:
+            assert loader is importlib.machinery.SourceFileLoader, (name, loader)
+            assert origin in kept, (name, origin)
+            assert os.path.isfile(module.__cached__), (name, module.__cached__)
+            with_source += 1
+    assert sourceless > 300, f"only {sourceless} modules loaded from sourceless bytecode"
+    return (f"bytecode: {sourceless} modules from sourceless .pyc, {with_source} from a kept "
+            f"source's cache, none compiled ({len(kept)} sources kept); {extensions} "
+            f"extension modules")
+
+
 def check_powertools() -> None:
     """Structured logs and EMF metrics go to stdout; Tracer's X-Ray SDK is there, with
     wrapt's compiled wrappers. (The SDK's recorder needs botocore, which the Lambda runtime
@@ -404,7 +473,9 @@ def main() -> None:
     check_sqlglot()
     check_powertools()
     check_isolation()
+    summary = check_bytecode()
     faulthandler.cancel_dump_traceback_later()
+    print(summary)
     print("SMOKE OK", pl.__version__, pa.__version__, sqlglot.__version__)
 
 
