@@ -133,6 +133,9 @@ class OutputSpec:
     uri: str
     format: OutputFormat = "parquet"
     compression: str = "zstd"
+    #: Whether the request named the compression. A Parquet answer copied without decoding
+    #: keeps the source's codec unless one was named (and differs).
+    compression_given: bool = dataclasses.field(default=False, compare=False)
 
     @functools.cached_property
     def _location(self) -> tuple[str, str]:  # parsed once, on first use
@@ -278,7 +281,8 @@ def parse_output(raw: object, *, field: str = "output") -> OutputSpec | None:
     if compression not in COMPRESSIONS[fmt]:
         raise RequestError(f"for {fmt} must be one of {', '.join(COMPRESSIONS[fmt])}, "
                            f"got {compression!r}", field=f"{field}.compression")
-    return OutputSpec(uri=uri, format=fmt, compression=compression)
+    return OutputSpec(uri=uri, format=fmt, compression=compression,
+                      compression_given="compression" in raw)
 
 
 def _one_of(raw: Mapping[str, Any], key: str, choices: Sequence[str], default: str) -> str:

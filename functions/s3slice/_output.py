@@ -24,7 +24,7 @@ import polars as pl
 from s3slice._cost import cost
 from s3slice._errors import OutputError, RequestError, ResultTooLargeError, contained
 from s3slice._model import ObjectRef, OutputSpec, Request
-from s3slice._read import Timings
+from s3slice._read import Copied, Timings
 from s3slice._spool import ParquetSpool
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import ReadResult, Stats
@@ -109,6 +109,9 @@ class Answer:
 def run(request: Request, *, engine: Engine,
         on_result: Callable[[ReadResult], None] | None = None) -> Answer:
     """Read, write and answer: the whole direct-invoke contract for one request."""
+    copied = engine.copy(request)
+    if copied is not None:
+        return _run_copied(request, engine, *copied, on_result)
     if streamed(request, engine):
         return _run_streamed(request, engine, on_result)
     result = engine.read(request)
@@ -160,13 +163,34 @@ def _run_streamed(request: Request, engine: Engine,
             if isinstance(path, pl.DataFrame):  # small: written as any other answer is
                 return write_outputs(dataclasses.replace(result, frame=path), request,
                                      output, engine)
-            [size] = put_all(engine, output.bucket, [(key, lambda: path)])
-            return [{"uri": f"s3://{output.bucket}/{key}", "rows": spool.rows, "bytes": size,
-                     "format": output.format, "source": result.objects[0].obj.uri}]
+            return _put_file(engine, result, output, key, path, spool.rows)
         outputs, stats = timed_write(engine, result, write)
     finally:
         spool.close()
     return Answer(outputs=outputs, stats=stats)
+
+
+def _run_copied(request: Request, engine: Engine, result: ReadResult, copied: Copied,
+                on_result: Callable[[ReadResult], None] | None) -> Answer:
+    """The answer :meth:`Engine.copy` made as a file, uploaded (in parts when large)."""
+    output = request.output
+    assert output is not None
+    try:
+        if on_result is not None:
+            on_result(result)
+        key = output_key(output, request, result.objects[0].obj)
+        outputs, stats = timed_write(engine, result, lambda: _put_file(
+            engine, result, output, key, Path(copied.file.path), copied.rows))
+    finally:
+        copied.file.close()
+    return Answer(outputs=outputs, stats=stats)
+
+
+def _put_file(engine: Engine, result: ReadResult, output: OutputSpec, key: str, path: Path,
+              rows: int) -> list[dict[str, Any]]:
+    [size] = put_all(engine, output.bucket, [(key, lambda: path)])
+    return [{"uri": f"s3://{output.bucket}/{key}", "rows": rows, "bytes": size,
+             "format": output.format, "source": result.objects[0].obj.uri}]
 
 
 def timed_write(engine: Engine, result: ReadResult,

@@ -16,6 +16,7 @@ from s3slice._model import ObjectRef
 from s3slice._ranges import Range
 from s3slice._settings import Settings
 from s3slice.fetch.base import Fetcher
+from s3slice.fetch.image import FileImage
 from s3slice.query.analysis import Analysis
 
 PHASES = ("plan", "fetch", "execute", "write")
@@ -72,6 +73,17 @@ class Io:
             self.deadline()
             self.fetcher.get_ranges(obj, ranges, etag=etag, sink=sink,
                                     concurrency=self.settings.max_concurrency)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Copied:
+    """An object's answer as a Parquet file in /tmp, its column chunks copied undecoded
+    (:meth:`s3slice.parquet.reader.ParquetReader.copy`); the caller uploads it and closes
+    ``file``."""
+
+    result: ObjectResult  # the answer's schema, no rows
+    file: FileImage
+    rows: int
 
 
 class PieceSink(Protocol):

@@ -253,10 +253,15 @@ def test_a_page_index_cuts_the_bytes_end_to_end(s3: S3Env, table: pl.DataFrame) 
     assert stats["bytes_fetched"] == sum(r.body_bytes for r in gets)
 
 
+@pytest.mark.parametrize("output", [
+    {"compression": "zstd"},  # not the source's codec: decoded, a row group at a time
+    {},  # the source's: its column chunks copied
+], ids=["streamed", "copied"])
 def test_a_large_streamed_output_goes_up_in_parts(s3: S3Env, table: pl.DataFrame,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every column of a 2M-row object, written as it is computed and uploaded as a
-    multipart upload of 5 MiB parts: the object read back is the whole table, and the
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  output: dict[str, str]) -> None:
+    """Every column of a 2M-row object, written as it is computed (or copied) and uploaded
+    as a multipart upload of 5 MiB parts: the object read back is the whole table, and the
     PUT requests the stats count are those the server saw."""
     monkeypatch.setenv("S3SLICE_PART_SIZE", str(5 * 1024 * 1024))
     monkeypatch.setenv("S3SLICE_MEMORY_BUDGET_MB", "200")  # a row group at a time
@@ -266,10 +271,13 @@ def test_a_large_streamed_output_goes_up_in_parts(s3: S3Env, table: pl.DataFrame
     s3.bucket("out")
     s3.log.clear()
     response = invoke({"source": "s3://src/data/big.parquet",
-                       "output": {"uri": "s3://out/big/", "format": "parquet"}})
+                       "output": {"uri": "s3://out/big/", "format": "parquet", **output}})
     puts = [r for r in s3.log.requests if r.method in ("PUT", "POST")]
     [out] = response["outputs"]
-    assert response["stats"]["strategy_inputs"]["decoder"] == "pyarrow-streamed"
+    if output:
+        assert response["stats"]["strategy_inputs"]["decoder"] == "pyarrow-streamed"
+    else:
+        assert response["stats"]["strategy"] == "copy"
     assert out["bytes"] > 2 * 5 * 1024 * 1024
     assert len(puts) == -(-out["bytes"] // (5 * 1024 * 1024)) + 2  # create, parts, complete
     # The cost counts the upload's requests at PUT's price, the read's at GET's.

@@ -30,7 +30,15 @@ from s3slice._errors import (
     contained,
 )
 from s3slice._model import InputSpec, ObjectRef, Request
-from s3slice._read import Io, ObjectReader, ObjectResult, PieceSink, Timings, no_span
+from s3slice._read import (
+    Copied,
+    Io,
+    ObjectReader,
+    ObjectResult,
+    PieceSink,
+    Timings,
+    no_span,
+)
 from s3slice._settings import Settings
 from s3slice.engine import sources as _sources
 from s3slice.engine.results import ReadResult, Stats
@@ -173,13 +181,24 @@ class Engine:
                         partials.append(collect(partial_step(analysis, split, piece)))
                         at += r.frame.height
                     frame = collect(split.final(partials))
+        stats, tiers = self._stats(results, before=before, started=started, timings=timings,
+                                   pruned=len(objects) - sum(not a.pruned for _, a in work),
+                                   rows_out=frame.height if sink is None else sink.rows)
+        return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
+                          per_object=per_object, requests_by_tier=tiers)
+
+    def _stats(self, results: list[ObjectResult], *, before: tuple[int, int, dict[str, int]],
+               started: float, timings: Timings, pruned: int, rows_out: int,
+               ) -> tuple[Stats, dict[str, int]]:
+        """A read's stats, and its requests by price tier, since ``before`` (the fetcher's
+        counters) and ``started``."""
         requests, fetched, tiers = self.fetcher.counters.snapshot()
         tiers = {k: n - before[2].get(k, 0) for k, n in tiers.items()}
         total_ms = round((time.perf_counter() - started) * 1000, 1)
         strategies = sorted({r.strategy for r in results})
         stats = Stats(
             objects=len(results),
-            objects_pruned=len(objects) - sum(not a.pruned for _, a in work),
+            objects_pruned=pruned,
             object_bytes=sum(r.size for r in results),
             row_groups=sum(r.row_groups for r in results),
             row_groups_read=sum(r.row_groups_read for r in results),
@@ -190,12 +209,47 @@ class Engine:
             strategy="+".join(strategies),
             strategy_inputs=results[0].inputs if len(results) == 1 else {
                 "per_strategy": dict(collections.Counter(r.strategy for r in results))},
-            rows_out=frame.height if sink is None else sink.rows,
+            rows_out=rows_out,
             timings_ms={**{k: round(v, 1) for k, v in timings.ms.items()}, "total": total_ms},
             cost=cost(self.settings, duration_ms=total_ms, requests=tiers),
         )
-        return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
-                          per_object=per_object, requests_by_tier=tiers)
+        return stats, tiers
+
+    def copy(self, request: Request) -> tuple[ReadResult, Copied] | None:
+        """``request``'s Parquet answer as a file of the object's column chunks copied
+        without decoding (:meth:`ParquetReader.copy`), when the request only selects
+        columns of one Parquet object: no filter, limit, path, partition column or SQL,
+        and no rows asked inline; with the ``auto`` strategy only (another one is asked
+        for by name). None when it does more, or the object cannot be copied (then
+        :meth:`read` answers it)."""
+        output = request.output
+        if (output is None or output.format != "parquet" or request.return_rows
+                or self.settings.strategy != "auto" or not self.streams(request)):
+            return None
+        analysis = analyze(request.query)
+        if analysis.where is not None or analysis.sql is not None or analysis.paths:
+            return None
+        started = time.perf_counter()
+        before = self.fetcher.counters.snapshot()
+        timings = Timings(span=self.span)
+        with timings.phase("plan"):
+            [obj] = self.resolve(request)
+            [(obj, analysis)] = self._prune_partitions([obj], analysis)
+        if analysis.partitions or analysis.fields():
+            return None
+        codec = output.compression.upper() if output.compression_given else None
+        try:
+            with contained(lambda text: ObjectFormatError(f"unreadable: {text}", uri=obj.uri),
+                           native=(pl.exceptions.PolarsError, pa.ArrowException)):
+                copied = self.parquet.copy(obj, analysis, timings, codec=codec)
+        except PreconditionFailed:  # changed mid-read: the read restarts it
+            return None
+        if copied is None:
+            return None
+        stats, tiers = self._stats([copied.result], before=before, started=started,
+                                   timings=timings, pruned=0, rows_out=copied.rows)
+        return ReadResult(frame=copied.result.frame, stats=stats, objects=[copied.result],
+                          analysis=analysis, per_object=None, requests_by_tier=tiers), copied
 
     def _prune_partitions(self, objects: list[ObjectRef], analysis: Analysis,
                           ) -> list[tuple[ObjectRef, Analysis]]:

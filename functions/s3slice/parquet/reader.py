@@ -4,21 +4,29 @@ the plan, Bloom-filter pruning, then the strategy that fetches and decodes."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from s3slice import _ranges
+from s3slice._arrow import foreign_time_zones
+from s3slice._errors import ObjectFormatError
 from s3slice._model import ObjectRef
-from s3slice._read import Io, ObjectResult, Timings
-from s3slice.fetch.image import Image, MemoryImage, read_at
+from s3slice._read import Copied, Io, ObjectResult, Timings
+from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.parquet import bloom as _bloom
-from s3slice.parquet.footer import Footer, footer_of, magic_checked
+from s3slice.parquet.chunk_copy import check_chunks, check_decodes, copy_layout
+from s3slice.parquet.decode import empty
+from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked
 from s3slice.parquet.footer_cache import FooterCache
 from s3slice.parquet.plan import Plan, plan_parquet
 from s3slice.parquet.strategies import Job, Strategy, choose, fetch_metadata
 from s3slice.query.analysis import Analysis
+
+logger = logging.getLogger("s3slice")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -30,6 +38,10 @@ class Footing:
     via: str
     #: The whole object, when it came in the footer's GET.
     whole: Image | None = None
+
+
+#: A copy is made when the footer is at most 1/16 of the needed bytes (see ``copy``).
+COPY_FOOTER_RATIO = 16
 
 
 class ParquetReader:
@@ -58,6 +70,68 @@ class ParquetReader:
                             row_groups_read=decoded.row_groups_read, rows_in=decoded.rows_in,
                             needed_bytes=decoded.needed_bytes, strategy=strategy.name,
                             inputs=job.inputs)
+
+    def copy(self, obj: ObjectRef, analysis: Analysis, timings: Timings, *,
+             codec: str | None) -> Copied | None:
+        """``obj``'s needed column chunks of every row group copied as they are into a
+        Parquet file in /tmp (:mod:`.chunk_copy`), for a query with no row filter; None
+        when they cannot be: the object came whole with its footer (small), it cannot be
+        copied exactly, a chunk's codec is not ``codec`` (when one is asked for), or
+        /tmp would not hold the file."""
+        self.io.deadline()
+        s = self.io.settings
+        with timings.phase("plan"):
+            footing = self.footer(obj)
+            if footing.whole is not None:
+                footing.whole.close()
+                return None
+            footer = footing.footer
+            columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
+            plan = plan_parquet(footer, columns=columns, predicate=analysis.predicate,
+                                uri=obj.uri)
+            # The copy needs the footer's Thrift form, parsed in Python at about 0.8 µs a
+            # byte, where decoding costs some 35 ns a needed byte: a footer more than a
+            # sixteenth of the needed bytes is not worth it (unless already parsed).
+            if "thrift" not in footer.memo and footer.length * COPY_FOOTER_RATIO > (
+                    plan.needed_bytes):
+                return None
+            # A time zone polars cannot parse is read in UTC by the decoders: not copied.
+            if foreign_time_zones(pa.schema([footer.arrow_schema.field(c)
+                                             for c in plan.columns])):
+                return None
+            layout = copy_layout(footer, plan, obj.uri)
+        if layout is None or (codec is not None and layout.codecs != {codec}) or (
+                layout.size > s.tmp_free_bytes() * 0.9):
+            return None
+        file = FileImage(layout.size, s.tmp_dir)
+        try:
+            with timings.phase("fetch"):
+                file.write(0, memoryview(MAGIC))
+                self.io.fetch(obj, layout.fetch_ranges(s), footing.etag,
+                              layout.placing(file.write))
+                file.write(layout.footer_at, memoryview(layout.footer))
+            with timings.phase("execute"):
+                with file.source() as f:
+                    check_chunks(layout, lambda at, n: read_at(f, at, n), obj.uri)
+                check_decodes(file.path, layout, plan.columns, obj.uri)
+                frame = empty(plan, analysis)
+        except ObjectFormatError as e:
+            # A copy in doubt is never written: the object is read as any other, whose
+            # decoders (polars, then pyarrow) answer it or name what is wrong with it.
+            logger.warning("the column chunks cannot be copied; decoding",
+                           extra={"uri": obj.uri, "error": e.message})
+            file.close()
+            return None
+        except BaseException:
+            file.close()
+            raise
+        result = ObjectResult(obj=obj, frame=frame, size=footer.size,
+                              row_groups=footer.metadata.num_row_groups,
+                              row_groups_read=len(plan.row_groups), rows_in=layout.rows,
+                              needed_bytes=plan.needed_bytes, strategy="copy",
+                              inputs={"footer": footing.via, "output_bytes": layout.size,
+                                      "codecs": sorted(layout.codecs)})
+        return Copied(result=result, file=file, rows=layout.rows)
 
     def _plan(self, obj: ObjectRef, footing: Footing, analysis: Analysis, timings: Timings,
               sink: Callable[[pl.DataFrame], None] | None) -> tuple[Job, Strategy]:
