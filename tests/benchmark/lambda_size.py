@@ -95,6 +95,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="s3slice from the commit at the start (git archive, default) or the working tree",
     )
     p.add_argument(
+        "--service-commit",
+        default=None,
+        help="with --service-source head: s3slice as committed at this revision instead "
+        "(a before/after comparison in one command line each)",
+    )
+    p.add_argument(
         "--service-packages",
         choices=["layer", "venv"],
         default="layer",
@@ -147,6 +153,20 @@ PEERS = Interpreter()
 #: s3slice's handler, its ``--importtime`` and ``--cpu-profile`` runs: set by ``main``
 #: from ``--service-packages`` (the layer only, or the venv like the peers).
 SERVICE = Interpreter()
+
+
+def compile_venv() -> str:
+    """Bytecode for the venv's packages, which the peers import: a function deployed with
+    a pip-built package has it (pip compiles what it installs), as s3slice's layer does;
+    without it every run would compile polars from source. Returns what was done."""
+    import sysconfig
+
+    site = sysconfig.get_paths()["purelib"]
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", site], check=True,
+                   stdout=subprocess.DEVNULL)
+    return (f"the venv's site-packages compiled (`python -m compileall -j 0 {site}`, "
+            f"{time.monotonic() - started:.0f} s; nothing to do when up to date)")
 
 
 def interpreter_for(approach: str) -> Interpreter:
@@ -549,6 +569,7 @@ def markdown(doc: dict[str, Any]) -> str:
         *[f"- resumed from: `{c}`" for c in meta.get("earlier", [])],
         f"- {meta.get('service_code', '')}",
         service_packages_line(meta.get("service_packages")),
+        f"- peers' bytecode: {meta.get('peer_bytecode', 'none (the venv as installed)')}",
         *numpy_lines(doc["runs"]),
         f"- profile: `{meta['profile']}` ({meta.get('profile_check')}); scale {meta['scale']:g}",
         f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores shared with "
@@ -918,6 +939,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.service_source == "head":
         # A resumed run measures the same s3slice as the runs it adds to.
         head = meta["commit"].split()[0]
+        if args.service_commit:
+            head = subprocess.run(["git", "rev-parse", args.service_commit], cwd=REPO,
+                                  check=True, capture_output=True, text=True).stdout.strip()
         if args.resume and doc.get("meta", {}).get("commit"):
             head = doc["meta"].get("service_commit") or doc["meta"]["commit"].split()[0]
         meta["service_commit"] = head
@@ -932,6 +956,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--service-packages {earlier_packages}"
         )
     PEERS = Interpreter(path=(service_dir,) if service_dir else ())
+    meta["peer_bytecode"] = compile_venv()
     if args.service_packages == "layer":
         SERVICE, meta["service_packages"] = layer_interpreter(
             service_dir or str(REPO / "functions")
