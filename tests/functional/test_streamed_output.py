@@ -76,7 +76,7 @@ def test_the_streamed_output_is_the_oracle(root: Path, table: pl.DataFrame, stra
     per_group = strategy == "batches" or (
         stats["needed_bytes"] > (budget_mb or 614) * 1024 * 1024 // 4)
     if stats["strategy"] != "copy":
-        assert (stats["strategy_inputs"]["decoder"] == "pyarrow-streamed") is per_group
+        assert stats["strategy_inputs"]["decoder"].endswith("-streamed") is per_group
     want = expected(table)
     got = written(root, response)
     assert got.columns == want.columns
@@ -108,7 +108,7 @@ def test_the_pieces_are_row_groups_of_the_object(root: Path) -> None:
 ])
 def test_other_requests_keep_the_in_memory_path(root: Path, request_: dict[str, Any]) -> None:
     response, _ = respond(root, request_, strategy="whole", memory_budget_mb=1)
-    assert response["stats"]["strategy_inputs"]["decoder"] != "pyarrow-streamed"
+    assert not response["stats"]["strategy_inputs"]["decoder"].endswith("-streamed")
 
 
 def test_no_room_in_the_temporary_directory_keeps_the_in_memory_path(
@@ -116,5 +116,5 @@ def test_no_room_in_the_temporary_directory_keeps_the_in_memory_path(
     monkeypatch.setattr(Settings, "tmp_free_bytes", lambda self: 1024 * 1024 * 1024 - 1)
     response, _ = respond(root, {"source": f"s3://{BUCKET}/t.parquet", "output": OUT},
                           strategy="whole", memory_budget_mb=1)
-    assert response["stats"]["strategy_inputs"]["decoder"] != "pyarrow-streamed"
+    assert not response["stats"]["strategy_inputs"]["decoder"].endswith("-streamed")
     assert written(root, response).equals(table)

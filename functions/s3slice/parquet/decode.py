@@ -35,8 +35,10 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     polars' reader decodes them when it may: it applies the filter while decoding and
     reads only the columns the query uses. It picks row groups by their statistics, not
     by this plan, so it is used only when every row group it could read is in the image
-    (the whole object, or a plan that keeps every group); otherwise, or when polars
-    fails, pyarrow decodes exactly ``groups`` and polars filters after.
+    (the whole object, or a plan that keeps every group), and, for some of the groups
+    (a row group at a time), when they are consecutive: polars then reads the slice of
+    rows they hold, and only their row groups. Otherwise, or when polars fails, pyarrow
+    decodes exactly ``groups`` and polars filters after.
 
     No result is built from fewer rows than the footer declares: a decoder that returns
     another number of rows has failed, and the other decoder is tried. polars' filter
@@ -50,14 +52,17 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     if image is None or not groups:
         return empty(plan, analysis), "pyarrow"
     expected = sum(md.row_group(g).num_rows for g in groups)
-    whole = complete or len(groups) == md.num_row_groups
+    holds_all = complete or len(plan.row_groups) == md.num_row_groups
+    rows = None if len(groups) == md.num_row_groups else _slice_of(md, groups)
     counted = analysis.where is None and analysis.early_limit is None
     # polars reads a struct column whole: one read in part is pyarrow's.
-    polars_may = whole and not plan.fields and not foreign_time_zones(
-        pa.schema([schema.field(c) for c in columns]))
+    polars_may = holds_all and (rows is not None or len(groups) == md.num_row_groups) and (
+        not plan.fields) and not foreign_time_zones(pa.schema([schema.field(c)
+                                                                for c in columns]))
     polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
     if polars_may and (counted or not nested_columns(md) & set(columns)):
-        frame = _try_polars(obj, image, columns, schema, None if counted else analysis)
+        frame = _try_polars(obj, image, columns, schema, None if counted else analysis,
+                            rows=rows)
         if frame is not None and not counted:
             return frame, "polars"
         if frame is not None and frame.height == expected:
@@ -73,7 +78,7 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     wrong = next(((g, t.num_rows) for g, t in zip(groups, pieces, strict=True)
                   if t.num_rows != md.row_group(g).num_rows), None)
     if wrong is not None and polars_may and polars_rows is None:
-        frame = _try_polars(obj, image, columns, schema, None)
+        frame = _try_polars(obj, image, columns, schema, None, rows=rows)
         if frame is not None and frame.height == expected:
             return collect(analysis.prefilter(frame.lazy())), "polars"
         polars_rows = None if frame is None else frame.height
@@ -90,14 +95,26 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"
 
 
+def _slice_of(md: pq.FileMetaData, groups: Sequence[int]) -> tuple[int, int] | None:
+    """(first row, rows) of ``groups`` when they are consecutive, else None."""
+    if list(groups) != list(range(groups[0], groups[0] + len(groups))):
+        return None
+    first = sum(md.row_group(g).num_rows for g in range(groups[0]))
+    return first, sum(md.row_group(g).num_rows for g in groups)
+
+
 def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Schema,
-                analysis: Analysis | None) -> pl.DataFrame | None:
-    """polars' decode of the image, filtered by ``analysis`` when given, as the pyarrow
-    path types it; None when polars fails or panics."""
+                analysis: Analysis | None, *, rows: tuple[int, int] | None = None
+                ) -> pl.DataFrame | None:
+    """polars' decode of the image (of its ``rows``, a slice, when given), filtered by
+    ``analysis`` when given, as the pyarrow path types it; None when polars fails or
+    panics."""
     want = to_polars(compatible(schema).empty_table().select(columns))
     try:
         lf = pl.scan_parquet(image.reader_source(), glob=False,
                              hive_partitioning=False).select(columns)
+        if rows is not None:
+            lf = lf.slice(*rows)
         have = lf.collect_schema()
         casts = [pl.col(c).cast(t) for c, t in want.schema.items() if have[c] != t]
         if casts:

@@ -91,9 +91,13 @@ def _decode_plan(job: Job, image: Image | None, settings: Settings, *,
         frame, decoder = decode(job.obj, image, job.plan, job.plan.row_groups, job.analysis,
                                 complete=complete)
         return _streamed(job, frame), decoder
+    decoders = set()
     for g in job.plan.row_groups:
-        job.sink(decode(job.obj, image, job.plan, [g], job.analysis)[0])
-    return empty(job.plan, job.analysis), "pyarrow-streamed"
+        frame, decoder = decode(job.obj, image, job.plan, [g], job.analysis, complete=complete)
+        job.sink(frame)
+        decoders.add(decoder)
+    return empty(job.plan, job.analysis), "+".join(sorted(decoders or {"pyarrow"})) + (
+        "-streamed")
 
 
 def _streamed(job: Job, frame: pl.DataFrame) -> pl.DataFrame:
