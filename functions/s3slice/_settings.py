@@ -47,6 +47,8 @@ class Settings:
     max_gap                 S3SLICE_MAX_GAP                  64 KiB (coalesce ranges closer)
     part_size               S3SLICE_PART_SIZE                8 MiB (smallest part of a split)
     fill_parts              S3SLICE_FILL_PARTS               8 (fewer parts: cut them further)
+    upload_part_size        S3SLICE_UPLOAD_PART_SIZE         32 MiB (a part of a multipart
+                                                             upload; S3's least is 5 MiB)
     concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
     small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)
     whole_object_ratio      S3SLICE_WHOLE_OBJECT_RATIO       0.75 (needed/size above: whole)
@@ -72,6 +74,7 @@ class Settings:
     max_gap: int = 64 * 1024
     part_size: int = 8 * MiB
     fill_parts: int = 8
+    upload_part_size: int = 32 * MiB
     concurrency: int | None = None
     small_object_size: int = 4 * MiB
     whole_object_ratio: float = 0.75
@@ -91,6 +94,15 @@ class Settings:
                 raise RequestError("must be positive", field=name)
         if self.max_gap < 0:
             raise RequestError("must not be negative", field="max_gap")
+        if self.upload_part_size < 5 * MiB:
+            raise RequestError("must be at least 5 MiB, S3's smallest part",
+                               field="upload_part_size")
+
+    @property
+    def upload_concurrency(self) -> int:
+        """Parts of a multipart upload in flight at once: a quarter of the memory budget's
+        worth, between 1 and 12."""
+        return max(1, min(12, self.memory_budget_bytes // 4 // self.upload_part_size))
 
     @property
     def memory_budget_bytes(self) -> int:
@@ -140,6 +152,7 @@ class Settings:
             "max_gap": ("S3SLICE_MAX_GAP", int),
             "part_size": ("S3SLICE_PART_SIZE", int),
             "fill_parts": ("S3SLICE_FILL_PARTS", int),
+            "upload_part_size": ("S3SLICE_UPLOAD_PART_SIZE", int),
             "concurrency": ("S3SLICE_CONCURRENCY", int),
             "small_object_size": ("S3SLICE_SMALL_OBJECT_SIZE", int),
             "whole_object_ratio": ("S3SLICE_WHOLE_OBJECT_RATIO", float),

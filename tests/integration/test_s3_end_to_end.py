@@ -263,7 +263,7 @@ def test_a_large_streamed_output_goes_up_in_parts(s3: S3Env, table: pl.DataFrame
     """Every column of a 2M-row object, written as it is computed (or copied) and uploaded
     as a multipart upload of 5 MiB parts: the object read back is the whole table, and the
     PUT requests the stats count are those the server saw."""
-    monkeypatch.setenv("S3SLICE_PART_SIZE", str(5 * 1024 * 1024))
+    monkeypatch.setenv("S3SLICE_UPLOAD_PART_SIZE", str(5 * 1024 * 1024))
     monkeypatch.setenv("S3SLICE_MEMORY_BUDGET_MB", "200")  # a row group at a time
     big = pl.concat([table.with_columns(pl.col("col_1") + i) for i in range(5)])
     bucket = s3.bucket("src")

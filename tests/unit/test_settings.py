@@ -30,7 +30,16 @@ def test_concurrency_scales_with_memory() -> None:
     ({"S3SLICE_STRATEGY": "fastest"}, "strategy"),
     ({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),
     ({"S3SLICE_PART_SIZE": "0"}, "part_size"),
+    ({"S3SLICE_UPLOAD_PART_SIZE": str(5 * 1024 * 1024 - 1)}, "upload_part_size"),
 ])
 def test_bad_settings_are_named(env: dict[str, str], name: str) -> None:
     with pytest.raises(RequestError, match=name):
         Settings.from_env(env)
+
+
+@pytest.mark.parametrize(("memory_mb", "in_flight"), [(128, 1), (512, 2), (1024, 4), (10240, 12)])
+def test_upload_parts_in_flight_stay_within_a_quarter_of_the_budget(memory_mb: int,
+                                                                    in_flight: int) -> None:
+    s = Settings.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb)})
+    assert s.upload_concurrency == in_flight
+    assert in_flight == 1 or in_flight * s.upload_part_size <= s.memory_budget_bytes // 4

@@ -280,10 +280,13 @@ class S3Fetcher:
         import obstore
 
         size = data.stat().st_size if isinstance(data, Path) else len(data)
-        chunk = self.settings.part_size
+        # Each part of a multipart upload is a PUT at PUT's price: parts are large, and
+        # few are in flight, so that their buffers stay within the memory budget.
+        chunk = self.settings.upload_part_size
         try:
             if addressable(key):
-                obstore.put(self._store(bucket), key, data, chunk_size=chunk)
+                obstore.put(self._store(bucket), key, data, chunk_size=chunk,
+                            max_concurrency=self.settings.upload_concurrency)
             else:
                 self.exact.put(bucket, key, data)
         except BaseException as e:
