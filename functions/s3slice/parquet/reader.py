@@ -87,6 +87,8 @@ class ParquetReader:
                 return None
             footer = footing.footer
             columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
+            if not columns:  # no column asked for: the plan would read one to count rows
+                return None
             plan = plan_parquet(footer, columns=columns, predicate=analysis.predicate,
                                 uri=obj.uri)
             # The copy needs the footer's Thrift form, parsed in Python at about 0.8 µs a
