@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3slice._errors import ObjectFormatError
+from s3slice.parquet import chunk_copy
 from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy_layout
 from s3slice.parquet.footer import MAGIC, parse_footer
 from s3slice.parquet.plan import plan_parquet
@@ -204,3 +205,24 @@ def test_a_page_that_does_not_decompress_is_caught_by_decoding_it(tmp_path: Path
     path.write_bytes(out)
     with pytest.raises(ObjectFormatError, match="does not decode"):
         check_decodes(str(path), layout, ["id", "name"], "u")
+
+
+def test_a_page_header_longer_than_the_first_read_is_read_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long strings give a page header long statistics: more than the first 1 KiB read."""
+    long = pa.table({"id": pa.array(range(200), pa.int64()),
+                     "s": pa.array([f"{i:04d}" + "x" * 1500 for i in range(200)])})
+    data = _pyarrow(long, compression="none", use_dictionary=False, write_statistics=True,
+                    data_page_size=64 * 1024)
+    layout = layout_of(data, ["s"])
+    assert layout is not None
+    out = copied(data, layout)
+    check_chunks(layout, lambda at, n: bytes(out[at:at + n]), "u")
+    path = tmp_path / "copy.parquet"
+    path.write_bytes(out)
+    check_decodes(str(path), layout, ["s"], "u")
+    assert pl.read_parquet(path).equals(pl.read_parquet(io.BytesIO(data), columns=["s"]))
+    # The first read alone does not hold these headers.
+    monkeypatch.setattr(chunk_copy, "_HEADER_READS", (1024,))
+    with pytest.raises(ObjectFormatError, match="no page header"):
+        check_chunks(layout, lambda at, n: bytes(out[at:at + n]), "u")

@@ -43,8 +43,9 @@ from s3slice.parquet.thrift import encode, thrift, thrift_metadata
 ARROW_SCHEMA = "ARROW:schema"
 _DATA_PAGES = (0, 3)  # DATA_PAGE, DATA_PAGE_V2
 _DICTIONARY_PAGE = 2
-#: Bytes enough for any page header (they are tens of bytes; statistics may add some).
-_HEADER_READ = 64 * 1024
+#: Bytes read for a page header (tens of bytes; a page's statistics may add some), then,
+#: when they do not hold it, enough for any.
+_HEADER_READS = (1024, 64 * 1024)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -201,12 +202,16 @@ def check_chunks(layout: Layout, read: Callable[[int, int], bytes], uri: str) ->
         end = c.at + c.source[1] - c.source[0]
         pos, values = c.at, 0
         while pos < end:
-            buffer = _Bytes(read(pos, min(_HEADER_READ, end - pos)))
-            header = header_type()
-            try:
-                header.read(TCompactProtocol(buffer))  # type: ignore[no-untyped-call]
-            except Exception as e:  # any Thrift failure: not a page header
-                raise _broken(c, f"no page header at byte {pos - c.at}: {e}", uri) from e
+            for n in _HEADER_READS:
+                buffer = _Bytes(read(pos, min(n, end - pos)))
+                header = header_type()
+                try:
+                    header.read(TCompactProtocol(buffer))  # type: ignore[no-untyped-call]
+                    break
+                except Exception as e:  # any Thrift failure: not a page header
+                    if n == _HEADER_READS[-1] or n >= end - pos:
+                        raise _broken(c, f"no page header at byte {pos - c.at}: {e}",
+                                      uri) from e
             size = header.compressed_page_size
             if size is None or size < 0:
                 raise _broken(c, f"a page of {size} bytes", uri)
