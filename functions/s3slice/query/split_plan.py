@@ -20,7 +20,7 @@ PARTIALS_TABLE = "partials"
 
 def combines_rows(analysis: Analysis) -> bool:
     """Whether the query may combine rows across pieces (SQL, or a ``limit``): only then
-    has it a split (:func:`s3slice.query.split.split_for`)."""
+    has it a split (:func:`s3slice.query.analyzer.split_for`)."""
     return analysis.sql is not None or analysis.query.limit is not None
 
 
