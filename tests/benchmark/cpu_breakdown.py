@@ -42,16 +42,17 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
     st = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
     total = _find(st, "lambda_worker.py", "job")[1]
     handler = _find(st, "handler.py", "lambda_handler")[1]
-    read = _find(st, "_engine.py", "read")[1]
-    parquet = _find(st, "_engine.py", "_read_parquet")[1]
-    fetch = _find(st, "_fetch.py", "get_ranges")[1]
-    image = _find(st, "image.py", "write")[1]
+    # The package's layout since the restructure (engine/, parquet/, fetch/).
+    read = _find(st, "engine/engine.py", "read")[1]
+    parquet = _find(st, "parquet/reader.py", "read")[1]
+    fetch = _find(st, "fetch/s3.py", "get_ranges")[1]
+    image = _find(st, "fetch/image.py", "write")[1]
     poll = _find(st, "", "<method 'poll' of 'select.epoll' objects>")[0]
-    decode = _find(st, "_engine.py", "_decode")[1]
+    decode = _find(st, "parquet/decode.py", "decode")[1]
     write = _find(st, "_output.py", "write_outputs")[1]
     encode = _find(st, "_output.py", "serialize")[1]
-    put = _find(st, "_fetch.py", "put")[1]
-    tail = _find(st, "_fetch.py", "get_tail")[1]
+    put = _find(st, "fetch/s3.py", "put")[1]
+    tail = _find(st, "fetch/s3.py", "get_tail")[1]
     rows = [
         ("whole job (handler + harness call)", total, "cumulative of the worker's job()"),
         (
@@ -62,7 +63,8 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
         (
             "  footer GET + parse + plan",
             parquet - fetch - decode - _close(st),
-            f"_read_parquet - get_ranges - _decode (the footer GET alone: {tail / jobs:.3f})",
+            f"ParquetReader.read - get_ranges - decode (the footer GET alone: "
+            f"{tail / jobs:.3f})",
         ),
         ("  fetch: obstore's Rust threads (main loop in epoll)", poll, "tottime of epoll.poll"),
         ("  fetch: image writes", image, "_image.write (every part, footer included)"),
@@ -71,17 +73,17 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
             fetch - poll - image,
             "get_ranges - poll - image writes (asyncio, coroutines, sink checks)",
         ),
-        ("  decode + filter (polars, in one native call)", decode, "_decode"),
+        ("  decode + filter (polars, in one native call)", decode, "parquet/decode.py decode"),
         ("  write: encode Parquet", encode, "_output.serialize"),
-        ("  write: PUT", put, "_fetch.put"),
+        ("  write: PUT", put, "S3Fetcher.put"),
         ("  write: rest", write - encode - put, "write_outputs - serialize - put"),
-        ("  engine, rest", read - parquet, "Engine.read - _read_parquet"),
+        ("  engine, rest", read - parquet, "Engine.read - ParquetReader.read"),
     ]
     return [(name, v / jobs, how) for name, v, how in rows]
 
 
 def _close(st: dict[Any, Any]) -> float:
-    return _find(st, "image.py", "close")[1]
+    return _find(st, "fetch/image.py", "close")[1]
 
 
 PYSPY_CLASSES: list[tuple[str, tuple[str, ...]]] = [
