@@ -193,6 +193,22 @@ def test_an_image_too_large_to_reserve_is_a_sparse_memfd() -> None:
         image.close()
 
 
+def test_polars_decodes_a_whole_object_for_row_groups_the_plan_kept_apart(
+        tmp_path: Path) -> None:
+    """The whole object is in memory: polars reads it all and its filter finds no row in
+    the row groups the plan pruned, so the kept groups need not be consecutive."""
+    (tmp_path / BUCKET).mkdir()
+    frame = pl.DataFrame({"a": range(100_000), "b": range(100_000)})
+    frame.write_parquet(tmp_path / BUCKET / "o.parquet", row_group_size=10_000)
+    engine, _ = engine_for(tmp_path, strategy="whole")
+    where = "a < 15000 OR a > 85000"
+    result = read_request(engine, {"source": f"s3://{BUCKET}/o.parquet", "columns": ["b"],
+                          "filter": where})
+    assert result.stats.row_groups_read == 4 < result.stats.row_groups  # 0, 1, 8 and 9
+    assert result.stats.strategy_inputs["decoder"] == "polars"
+    assert same(result.frame, oracle(frame, where, ["b"]))
+
+
 def test_polars_decodes_the_memfd_image_too(root: Path, table: pl.DataFrame,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(size: int) -> bytes:

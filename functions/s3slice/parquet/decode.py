@@ -53,12 +53,16 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
         return empty(plan, analysis), "pyarrow"
     expected = sum(md.row_group(g).num_rows for g in groups)
     holds_all = complete or len(plan.row_groups) == md.num_row_groups
-    rows = None if len(groups) == md.num_row_groups else _slice_of(md, groups)
+    # polars reads the whole image for every group, or for the plan's groups of a whole
+    # object (its filter finds no row in the groups the plan pruned); for some groups of
+    # it, the slice of rows they hold.
+    whole = len(groups) == md.num_row_groups or (
+        complete and list(groups) == list(plan.row_groups))
+    rows = None if whole else _slice_of(md, groups, expected)
     counted = analysis.where is None and analysis.early_limit is None
     # polars reads a struct column whole: one read in part is pyarrow's.
-    polars_may = holds_all and (rows is not None or len(groups) == md.num_row_groups) and (
-        not plan.fields) and not foreign_time_zones(pa.schema([schema.field(c)
-                                                                for c in columns]))
+    polars_may = holds_all and (whole or rows is not None) and not plan.fields and (
+        not foreign_time_zones(pa.schema([schema.field(c) for c in columns])))
     polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
     if polars_may and (counted or not nested_columns(md) & set(columns)):
         frame = _try_polars(obj, image, columns, schema, None if counted else analysis,
@@ -95,12 +99,13 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"
 
 
-def _slice_of(md: pq.FileMetaData, groups: Sequence[int]) -> tuple[int, int] | None:
-    """(first row, rows) of ``groups`` when they are consecutive, else None."""
+def _slice_of(md: pq.FileMetaData, groups: Sequence[int],
+              rows: int) -> tuple[int, int] | None:
+    """(first row, ``rows``) of ``groups``, which hold ``rows``, when they are consecutive,
+    else None."""
     if list(groups) != list(range(groups[0], groups[0] + len(groups))):
         return None
-    first = sum(md.row_group(g).num_rows for g in range(groups[0]))
-    return first, sum(md.row_group(g).num_rows for g in groups)
+    return sum(md.row_group(g).num_rows for g in range(groups[0])), rows
 
 
 def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Schema,
