@@ -24,7 +24,6 @@ import base64
 import bisect
 import copy
 import dataclasses
-import struct
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -32,12 +31,12 @@ import polars as pl
 import pyarrow as pa
 
 from s3slice import _ranges
-from s3slice._errors import ObjectFormatError, first_line, is_native_panic
+from s3slice._errors import ObjectFormatError, contained
 from s3slice._ranges import Range
 from s3slice._settings import Settings
 from s3slice.parquet.footer import MAGIC, Footer
 from s3slice.parquet.plan import Plan, chunk_range
-from s3slice.parquet.thrift import encode, thrift, thrift_metadata
+from s3slice.parquet.thrift import file_footer, thrift, thrift_metadata
 
 #: The key a Parquet file's Arrow schema is kept under (pyarrow's and polars' writers).
 ARROW_SCHEMA = "ARROW:schema"
@@ -147,8 +146,7 @@ def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
         created_by=fmd.created_by,  # the chunks are that writer's: readers' fixes apply
         column_orders=None if fmd.column_orders is None else [
             fmd.column_orders[i] for i in chosen])
-    body = encode(new)
-    return Layout(chunks=tuple(chunks), footer=body + struct.pack("<I", len(body)) + MAGIC,
+    return Layout(chunks=tuple(chunks), footer=file_footer(new),
                   footer_at=at, rows=new.num_rows,
                   codecs=frozenset(md.row_group(c.row_group).column(names.index(c.column))
                                    .compression for c in chunks))
@@ -232,14 +230,10 @@ def check_decodes(path: str, layout: Layout, columns: Sequence[str], uri: str) -
     """The file at ``path`` decodes, and every column to ``layout.rows`` values."""
     counted = [(pl.col(c).is_null().sum() + pl.col(c).is_not_null().sum()).alias(c)
                for c in columns]
-    try:
+    with contained(lambda text: ObjectFormatError(
+            f"a copied column chunk does not decode: {text}", uri=uri), native=(Exception,)):
         counts = pl.scan_parquet(path, glob=False, hive_partitioning=False).select(
             counted).collect(engine="streaming")
-    except BaseException as e:
-        if not (isinstance(e, Exception) or is_native_panic(e)):
-            raise
-        raise ObjectFormatError(f"a copied column chunk does not decode: {first_line(e)}",
-                                uri=uri) from e
     wrong = {c: n for c, n in counts.row(0, named=True).items() if n != layout.rows}
     if wrong:
         raise ObjectFormatError(f"copied columns decode to {wrong} values, the row groups "

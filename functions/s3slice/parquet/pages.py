@@ -347,8 +347,7 @@ def _chunk_file(fmd: Any, g: int, position: int, pages: ChunkPages,
     root = t.SchemaElement(name="schema", num_children=1)
     meta_out = t.FileMetaData(version=fmd.version, schema=[root, fmd.schema[1 + position]],
                               num_rows=rows, row_groups=[group], created_by=fmd.created_by)
-    tail = _thrift.encode(meta_out)
-    return b"".join([*pieces, tail, struct.pack("<I", len(tail)), MAGIC])
+    return b"".join([*pieces, _thrift.file_footer(meta_out)])
 
 
 def decode(footer: Footer, pages: PagePlan, read: Callable[[Range], bytes],

@@ -7,6 +7,7 @@ structures, so they are read here.
 from __future__ import annotations
 
 import functools
+import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,10 @@ def encode(obj: Any) -> bytes:
     from thriftpy2.utils import serialize
 
     return bytes(serialize(obj, TCompactProtocolFactory()))  # type: ignore[no-untyped-call]
+
+
+def file_footer(meta: Any) -> bytes:
+    """A ``FileMetaData`` as the end of a Parquet file: the compact-encoded metadata, its
+    length (4 bytes, little-endian) and the closing magic."""
+    body = encode(meta)
+    return body + struct.pack("<I", len(body)) + _footer.MAGIC
