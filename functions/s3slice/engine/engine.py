@@ -239,8 +239,7 @@ class Engine:
             return None
         codec = output.compression.upper() if output.compression_given else None
         try:
-            with contained(lambda text: ObjectFormatError(f"unreadable: {text}", uri=obj.uri),
-                           native=(pl.exceptions.PolarsError, pa.ArrowException)):
+            with _unreadable(obj.uri):
                 copied = self.parquet.copy(obj, analysis, timings, codec=codec)
         except PreconditionFailed:  # changed mid-read: the read restarts it
             return None
@@ -299,8 +298,7 @@ class Engine:
                 sink.write(collect(analysis.finish(piece.lazy())))
 
         def attempt(o: ObjectRef) -> ObjectResult:
-            with contained(lambda text: ObjectFormatError(f"unreadable: {text}", uri=o.uri),
-                           native=(pl.exceptions.PolarsError, pa.ArrowException)):
+            with _unreadable(o.uri):
                 if sink is not None:
                     sink.reset()
                     return self.parquet.read(o, analysis, timings, sink=finished)
@@ -315,6 +313,13 @@ class Engine:
         except PreconditionFailed:
             raise ObjectChangedError("the object changed twice while being read",
                                      uri=obj.uri) from None
+
+def _unreadable(uri: str) -> AbstractContextManager[None]:
+    """What a native library raises or panics with while reading the object at ``uri``,
+    as an :class:`ObjectFormatError` naming it."""
+    return contained(lambda text: ObjectFormatError(f"unreadable: {text}", uri=uri),
+                     native=(pl.exceptions.PolarsError, pa.ArrowException))
+
 
 def _single_split(analysis: Analysis) -> Split | None:
     """The split a many-object read shares with the Distributed Map; None when the query
