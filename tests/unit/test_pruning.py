@@ -66,16 +66,22 @@ def atom() -> st.SearchStrategy[str]:
     return column.flatmap(for_column)
 
 
-def predicate_st() -> st.SearchStrategy[str]:
+def conditions(atoms: st.SearchStrategy[str], *, max_leaves: int,
+               or_format: str = "({}) OR ({})") -> st.SearchStrategy[str]:
+    """``atoms`` combined with AND, OR (spelled by ``or_format``) and NOT."""
     return st.recursive(
-        atom(),
+        atoms,
         lambda inner: st.one_of(
             st.tuples(inner, inner).map(lambda t: f"({t[0]}) AND ({t[1]})"),
-            st.tuples(inner, inner).map(lambda t: f"({t[0]}) OR ({t[1]})"),
+            st.tuples(inner, inner).map(lambda t: or_format.format(*t)),
             inner.map(lambda t: f"NOT ({t})"),
         ),
-        max_leaves=5,
+        max_leaves=max_leaves,
     )
+
+
+def predicate_st() -> st.SearchStrategy[str]:
+    return conditions(atom(), max_leaves=5)
 
 
 @settings(max_examples=150)

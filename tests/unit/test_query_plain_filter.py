@@ -19,6 +19,7 @@ from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
 from s3slice.query.plain_filter import analyze_plain_filter
 from s3slice.query.sqlglot_analysis import analyze_filter
+from tests.unit.test_pruning import conditions
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 
@@ -50,15 +51,8 @@ def atom() -> st.SearchStrategy[str]:
 
 
 def filter_st() -> st.SearchStrategy[str]:
-    return st.recursive(
-        atom(),
-        lambda inner: st.one_of(
-            st.tuples(inner, inner).map(lambda t: f"({t[0]}) AND ({t[1]})"),
-            st.tuples(inner, inner).map(lambda t: f"{t[0]} OR {t[1]}"),
-            inner.map(lambda t: f"NOT ({t})"),
-        ),
-        max_leaves=6,
-    )
+    # OR unparenthesised: the parsers' precedence of AND over OR is compared too.
+    return conditions(atom(), max_leaves=6, or_format="{} OR {}")
 
 
 NEGATED: dict[str, P.CmpOp] = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=",
