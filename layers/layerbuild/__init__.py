@@ -12,6 +12,9 @@ needs is in the layer or in the runtime's base system, and every symbol it needs
 defined in its lookup scope (``check``, ``elf``); measure the unzipped size (``report``) and write
 ``<out>/layer-size.json`` (``pipeline``, ``output``).
 
+``code_asset`` stages the function's code asset with the same bytecode compiler (for the
+CDK app at synth, and for the benchmark), sources kept.
+
 One job per module; the modules import each other without cycles, and this file imports
 none of them.
 """

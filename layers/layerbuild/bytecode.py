@@ -14,6 +14,10 @@ trusted). The few sources in ``KEEP_SOURCE`` stay, with their bytecode in ``__py
 The file names compiled into the code objects (tracebacks, ``co_filename``) are where the
 layer is loaded from: ``/opt/python/...`` for Lambda, the output directory for a native
 build. Tracebacks through the layer show file and line but no source line.
+
+The function's code asset (``code_asset``) is compiled by the same interpreter and the
+same ``compileall`` call, into ``__pycache__`` beside every source it keeps
+(:func:`compile_sources`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
@@ -66,26 +71,26 @@ class Compiler:
                 "magic": self.magic.hex(), "invalidation_mode": INVALIDATION_MODE}
 
 
-def find_compiler(target: Target) -> Compiler:
-    """A CPython of the target's version (``pythonX.Y`` on PATH, then pyenv's); a
-    ``BuildError`` naming what to install when there is none: the layer is never shipped
-    without bytecode."""
-    exe = find_python(target.python)
+def find_compiler(python: str) -> Compiler:
+    """A CPython of version ``python`` ("3.13": ``pythonX.Y`` on PATH, then pyenv's); a
+    ``BuildError`` naming what to install when there is none, or saying why the one found
+    cannot compile Lambda's bytecode."""
+    exe = find_python(python)
     if exe is None:
         raise BuildError(
-            f"the layer ships bytecode for Python {target.python}, compiled by a CPython "
-            f"{target.python} on this machine, and none was found (looked for "
-            f"python{target.python} on PATH and ~/.pyenv/versions/{target.python}*/bin/"
-            f"python{target.python}). Install one, e.g. `pyenv install {target.python}`")
+            f"bytecode for Python {python} is compiled by a CPython {python} on this "
+            f"machine, and none was found (looked for python{python} on PATH and "
+            f"~/.pyenv/versions/{python}*/bin/python{python}). Install one, e.g. "
+            f"`pyenv install {python}`")
     probe = subprocess.run([exe, "-I", "-S", "-c", _PROBE], capture_output=True, text=True,
                            timeout=60, check=False)
     if probe.returncode != 0:
         raise BuildError(f"{exe} failed: {probe.stderr.strip()}")
     facts: dict[str, Any] = json.loads(probe.stdout)
     if facts["implementation"] != "cpython" or facts["level"] != "final":
-        raise BuildError(f"{exe} is {facts['implementation']} {facts['version']}: the layer's "
-                         f"bytecode needs a final CPython {target.python} release (Lambda's "
-                         "runtime is one; a pre-release's bytecode format may differ)")
+        raise BuildError(f"{exe} is {facts['implementation']} {facts['version']}: Lambda's "
+                         f"bytecode needs a final CPython {python} release (Lambda's runtime "
+                         "is one; a pre-release's bytecode format may differ)")
     return Compiler(executable=exe, version=facts["version"],
                     release=".".join(map(str, facts["release"])),
                     cache_tag=facts["cache_tag"], magic=bytes.fromhex(facts["magic"]))
@@ -106,12 +111,10 @@ def compile_layer(site: Path, compiler: Compiler, loaded_from: str) -> dict[str,
         raise BuildError(f"KEEP_SOURCE names {', '.join(sorted(unknown))}, which the layer "
                          "does not have: review the list against the pinned libraries")
     source_bytes = sum(p.stat().st_size for p in sources)
-    common = ["-I", "-m", "compileall", "-q", "--invalidation-mode", INVALIDATION_MODE,
-              "-s", str(site), "-p", loaded_from]
     # every module beside its source, on every core; then the kept ones into __pycache__
-    _compileall(compiler, [*common, "-b", "-j", "0", str(site)])
+    _compileall(compiler, site, loaded_from, "-b", "-j", "0", str(site))
     if kept:
-        _compileall(compiler, [*common, *map(str, kept)])
+        _compileall(compiler, site, loaded_from, *map(str, kept))
     for path in sources:
         legacy = path.with_suffix(".pyc")
         if not legacy.is_file():
@@ -132,9 +135,27 @@ def compile_layer(site: Path, compiler: Compiler, loaded_from: str) -> dict[str,
             "kept_source": {_rel(site, p): KEEP_SOURCE[_rel(site, p)] for p in kept}}
 
 
-def _compileall(compiler: Compiler, args: list[str]) -> None:
-    result = subprocess.run([compiler.executable, *args], capture_output=True, text=True,
-                            timeout=1200, check=False)
+def compile_sources(site: Path, compiler: Compiler, loaded_from: str) -> int:
+    """Compile every ``.py`` of ``site`` into its ``__pycache__``, keeping every source (the
+    function's code asset), check the result and return how many modules were compiled.
+    ``loaded_from`` is where the runtime loads ``site`` from (the file names compiled in)."""
+    sources = {_rel(site, p) for p in iter_files(site) if p.suffix == ".py"}
+    _compileall(compiler, site, loaded_from, str(site))
+    problems = check_bytecode(site, compiler.magic, compiler.cache_tag, kept=sources)
+    if problems:
+        raise BuildError(f"the bytecode compiled in {site} is not what it must be:\n  "
+                         + "\n  ".join(problems[:20]))
+    return len(sources)
+
+
+def _compileall(compiler: Compiler, site: Path, loaded_from: str, *args: str) -> None:
+    """``compileall`` into unchecked-hash bytecode, with the file names under ``site``
+    compiled in as under ``loaded_from`` (``-s``/``-p``: a code object's ``co_filename``,
+    which tracebacks show, is ``py_compile``'s ``dfile``, not the path compiled)."""
+    result = subprocess.run([compiler.executable, "-I", "-m", "compileall", "-q",
+                             "--invalidation-mode", INVALIDATION_MODE,
+                             "-s", str(site), "-p", loaded_from, *args],
+                            capture_output=True, text=True, timeout=1200, check=False)
     if result.returncode != 0:
         raise BuildError(f"compileall with {compiler.executable} failed:\n"
                          + (result.stdout + result.stderr)[-4000:])
@@ -149,17 +170,19 @@ def cached_path(source: Path, cache_tag: str) -> Path:
     return source.parent / "__pycache__" / f"{source.stem}.{cache_tag}.pyc"
 
 
-def check_bytecode(site: Path, magic: bytes, cache_tag: str) -> list[str]:
-    """What is wrong with the layer's bytecode: a source without bytecode or beside it
-    (other than ``KEEP_SOURCE``'s, whose bytecode is in ``__pycache__``), bytecode of
-    another interpreter or that the import system would check against a source, or a
-    cache that belongs to no kept source."""
+def check_bytecode(site: Path, magic: bytes, cache_tag: str, *,
+                   kept: Container[str] = KEEP_SOURCE) -> list[str]:
+    """What is wrong with the bytecode of ``site``: a source without bytecode or beside it
+    (other than ``kept``'s, whose bytecode is in ``__pycache__``: the layer's
+    ``KEEP_SOURCE``, or every source of the function's code asset), bytecode of another
+    interpreter or that the import system would check against a source, or a cache that
+    belongs to no kept source."""
     problems: list[str] = []
     for path in iter_files(site):
         rel = _rel(site, path)
         if path.suffix == ".py":
-            if rel not in KEEP_SOURCE:
-                problems.append(f"{rel}: a source the layer should not ship")
+            if rel not in kept:
+                problems.append(f"{rel}: a source that should not be shipped")
             elif not cached_path(path, cache_tag).is_file():
                 problems.append(f"{rel}: no {cache_tag} bytecode in __pycache__")
             if path.with_suffix(".pyc").exists():
@@ -174,7 +197,7 @@ def check_bytecode(site: Path, magic: bytes, cache_tag: str) -> list[str]:
                 problems.append(f"{rel}: not {INVALIDATION_MODE} bytecode")
             if path.parent.name == "__pycache__":
                 source = path.parent.parent / (path.name.split(".", 1)[0] + ".py")
-                if (_rel(site, source) not in KEEP_SOURCE
+                if (_rel(site, source) not in kept
                         or path != cached_path(source, cache_tag)):
                     problems.append(f"{rel}: a cache of no kept source")
     return problems

@@ -7,8 +7,6 @@ import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .layout import FUNCTION_DIR
-
 
 def iter_files(root: Path, *, skip_dirs: Iterable[str] = ()) -> Iterator[Path]:
     """Regular files under ``root`` (symlinks are not followed), in a stable order."""
@@ -28,14 +26,6 @@ def tree_size(root: Path, *, skip_dirs: Iterable[str] = ()) -> tuple[int, int]:
         total += path.stat().st_size
         count += 1
     return total, count
-
-
-def function_code_size(function_dir: Path = FUNCTION_DIR) -> int:
-    """Bytes of the function's code asset (``__pycache__`` directories excluded: they are
-    generated, ignored by git and not part of the asset)."""
-    if not function_dir.is_dir():
-        return 0
-    return tree_size(function_dir, skip_dirs=("__pycache__",))[0]
 
 
 def path_size(path: Path) -> int:

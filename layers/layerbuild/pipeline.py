@@ -44,7 +44,7 @@ class BuildOptions:
 def build(opts: BuildOptions) -> dict[str, Any]:
     """Build (or reuse) the layer; returns the size report also written to the out dir."""
     target, out = opts.target, opts.out.resolve()
-    compiler = find_compiler(target)
+    compiler = find_compiler(target.python)
     stamp = fingerprint(target, opts.requirements, opts.strip, compiler.version)
     report = None if opts.force else reusable(out, stamp)
     if report is not None:

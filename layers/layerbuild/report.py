@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .files import function_code_size, iter_files, mib
+from .code_asset import function_code_size
+from .files import iter_files, mib
 from .layout import FUNCTION_DIR, REPO_DIR, ZIP_NAME
 from .pins import installed_distributions, normalize
 
@@ -59,14 +60,15 @@ def measure(site: Path) -> dict[str, Any]:
 
 def summarize(report: dict[str, Any], out: Path) -> str:
     total = report["total_bytes"]
-    function = function_code_size()
+    function = function_code_size(report["python"])
     lines = [
         f"layer {report['arch']}/python{report['python']}: {total:,} bytes ({mib(total)} MiB) "
         f"in {report['file_count']:,} files -> {out / 'python'}",
     ]
     lines += [f"  {name:<24} {p['bytes']:>12,}  {p['mib']:>6} MiB"
               for name, p in report["packages"].items()]
-    lines.append(f"  function code ({FUNCTION_DIR.relative_to(REPO_DIR)}): {function:,} bytes;"
+    lines.append(f"  function code ({FUNCTION_DIR.parent.relative_to(REPO_DIR)}/, with its "
+                 f"bytecode): {function:,} bytes;"
                  f" layer + function = {total + function:,} of {LAMBDA_UNZIPPED_LIMIT:,}"
                  f" ({LAMBDA_UNZIPPED_LIMIT - total - function:,} to spare)")
     if "bytecode" in report:

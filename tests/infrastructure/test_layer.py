@@ -48,6 +48,7 @@ from layers.layerbuild.bytecode import (
     find_compiler,
 )
 from layers.layerbuild.check import FORBIDDEN, REQUIRED, present, source_name, trimmed_by
+from layers.layerbuild.code_asset import function_code_size
 from layers.layerbuild.elf import (
     check_elf_closure,
     drop_needed,
@@ -56,7 +57,7 @@ from layers.layerbuild.elf import (
     read_elf,
 )
 from layers.layerbuild.errors import BuildError
-from layers.layerbuild.files import function_code_size, iter_files, tree_size
+from layers.layerbuild.files import iter_files, tree_size
 from layers.layerbuild.fingerprint import fingerprint, package_files
 from layers.layerbuild.layout import (
     BUILD_ROOT,
@@ -163,7 +164,7 @@ def test_layer_plus_function_code_fits_lambda_limit(layer: Built) -> None:
     assert (total, files) == (layer.report["total_bytes"], layer.report["file_count"])
     assert FUNCTION_DIR == REPO / "functions" / "s3slice"
     assert FUNCTION_DIR.is_dir()
-    function = function_code_size()
+    function = function_code_size(layer.report["python"])
     assert function > 0
     assert total + function <= LAMBDA_LIMIT, (
         f"{layer.report['arch']} layer {total:,} + function {function:,} = "
@@ -382,13 +383,13 @@ def _assert_ships_bytecode(built: Built, compiler: Compiler, loaded_from: str) -
 def test_layer_ships_bytecode_for_lambdas_python(layer: Built) -> None:
     """Compiled by a CPython 3.13 (pyenv's here) for ``/opt/python``, where Lambda loads
     the layer from, sourceless: the import compiles nothing at a cold start."""
-    compiler = find_compiler(Target(arch=layer.report["arch"], python=layer.report["python"]))
+    compiler = find_compiler(layer.report["python"])
     assert compiler.release.startswith("3.13."), compiler
     _assert_ships_bytecode(layer, compiler, LAMBDA_SITE)
 
 
 def test_native_layer_ships_bytecode_for_this_python(native_layer: Built) -> None:
-    compiler = find_compiler(Target.host())
+    compiler = find_compiler(Target.host().python)
     assert compiler.magic == importlib.util.MAGIC_NUMBER
     _assert_ships_bytecode(native_layer, compiler, str(native_layer.site))
 
@@ -399,7 +400,7 @@ def test_no_layer_without_bytecode_for_its_python(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match=(r"CPython 3\.99 .*python3\.99 on PATH and "
                                           r"~/\.pyenv/versions/3\.99\*/bin/python3\.99.*"
                                           r"pyenv install 3\.99")):
-        find_compiler(Target(arch="arm64", python="3.99"))
+        find_compiler("3.99")
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(BUILD_PY), "--arch", "arm64", "--python", "3.99",
                            "--out", str(out)],
@@ -498,7 +499,7 @@ def test_rebuild_with_unchanged_inputs_is_reused(layer: Built) -> None:
     assert again.report == layer.report
     target = Target(arch=layer.report["arch"], python=layer.report["python"])
     assert layer.report["fingerprint"] == fingerprint(target, REQUIREMENTS, True,
-                                                      find_compiler(target).version)
+                                                      find_compiler(target.python).version)
 
 
 # --------------------------------------------------------------- the build's own code
