@@ -14,6 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from .code_asset import function_code
 from .settings import (
     ARCHITECTURES,
     PYTHON_VERSIONS,
@@ -24,9 +25,6 @@ from .settings import (
 
 #: The handler inside the code asset (``functions/s3slice/handler.py``).
 HANDLER = "s3slice.handler.lambda_handler"
-#: What never goes into the code asset.
-CODE_EXCLUDES = ("**/__pycache__", "**/*.pyc", "**/*.pyo", "**/.mypy_cache",
-                 "**/.pytest_cache", "**/.ruff_cache", "**/*.egg-info", "**/.DS_Store")
 
 _RUNTIMES: dict[str, lambda_.Runtime] = {
     "3.11": lambda_.Runtime.PYTHON_3_11,
@@ -118,7 +116,12 @@ class ReadFunction(Construct):
     cached snapshot) and points the alias ``live`` at it. ``invoked`` is what every trigger
     must invoke: the alias with SnapStart, else the function itself ($LATEST).
 
-    Attributes: ``function``, ``layer``, ``role``, ``log_group``, ``runtime``,
+    The code asset is ``code_dir`` staged with bytecode for the runtime's Python
+    (``code_asset``), so that no cold start compiles the function's modules; without a
+    CPython of that version here it ships the sources only, with a warning.
+
+    Attributes: ``function``, ``code`` (the staged asset), ``layer``, ``role``,
+    ``log_group``, ``runtime``,
     ``architecture``, ``timeout``, ``version`` and ``alias`` (``None`` without SnapStart),
     ``invoked``.
     """
@@ -152,10 +155,11 @@ class ReadFunction(Construct):
         )
         self.log_group.grant_write(self.role)
 
+        code, self.code = function_code(self, props.code_dir, props.python_version)
         self.function = lambda_.Function(
             self, "Function",
             description="s3slice: the columns and rows a query needs from objects in S3",
-            code=lambda_.Code.from_asset(str(props.code_dir), exclude=list(CODE_EXCLUDES)),
+            code=code,
             handler=HANDLER,
             runtime=self.runtime,
             architecture=self.architecture,
