@@ -17,7 +17,10 @@ Billed GB-s: cold = M/1024 x (init + job 1), warm = M/1024 x job 2.
 s3slice's handler runs with the packages of its Lambda layer only (``python -S -B -P``,
 ``sys.path`` = the function code, ``layers/build/native/python``, the repository for the
 worker module), as Lambda runs it: the venv has numpy, which pyarrow imports whenever it
-can (``--service-packages venv`` for the venv). The peers run from the venv.
+can (``--service-packages venv`` for the venv). The function code is staged as the CDK
+stages the function's code asset (``layers/layerbuild/code_asset.py``: the sources with
+their bytecode, compiled for this interpreter; ``--service-code-asset sources`` for the
+sources alone, as the asset was before it shipped bytecode). The peers run from the venv.
 
 Writes results/lambda-size.{md,json,png} (``--out-stem`` to rename), rewritten after
 every run. Optional extras: ``--importtime`` (``python -X importtime -c 'import
@@ -101,6 +104,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(a before/after comparison in one command line each)",
     )
     p.add_argument(
+        "--service-code-asset",
+        choices=["staged", "sources"],
+        default="staged",
+        help="s3slice's code staged as the CDK stages the function's code asset, with its "
+        "bytecode (default), or its sources alone (the asset before it shipped bytecode: "
+        "every cold start compiles them)",
+    )
+    p.add_argument(
         "--service-packages",
         choices=["layer", "venv"],
         default="layer",
@@ -123,9 +134,10 @@ LAYER_REPORT = NATIVE_LAYER / "layer-size.json"
 #: The layer's distributions named in the report's header.
 LAYER_REPORTED = ("polars", "pyarrow", "sqlglot", "obstore")
 #: How Lambda runs the function: no site-packages (``-S``); no bytecode written (``-B``:
-#: neither the layer nor the function code ships any and ``/opt`` is read-only, so every
-#: cold start compiles them; it also leaves the built layer as it was); nothing implicit
-#: before ``PYTHONPATH`` on ``sys.path`` (``-P``: no working directory).
+#: ``/opt`` and ``/var/task`` are read-only, so only the bytecode the layer and the code
+#: asset ship is loaded, and anything else is compiled at every cold start; it also leaves
+#: the built layer as it was); nothing implicit before ``PYTHONPATH`` on ``sys.path``
+#: (``-P``: no working directory).
 LAMBDA_FLAGS = ("-S", "-B", "-P")
 
 
@@ -188,6 +200,17 @@ def snapshot_service(commit: str) -> str:
         )
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     return str(dest / "functions")
+
+
+def stage_service(functions_dir: str) -> tuple[str, str]:
+    """s3slice's code as the CDK stages the function's code asset (the same function:
+    ``layers.layerbuild.code_asset.stage_code``), for this interpreter's Python, with the
+    file names it has where it is staged; the directory and what it holds."""
+    from layers.layerbuild.code_asset import stage_code
+
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    staged = stage_code(Path(functions_dir), WORK / "code-asset", python, loaded_from=None)
+    return str(staged.path), staged.describe()
 
 
 def _layer_report() -> dict[str, Any]:
@@ -949,6 +972,18 @@ def main(argv: list[str] | None = None) -> int:
         meta["service_code"] = f"s3slice as committed at {head} (git archive; {service_dir})"
     else:
         meta["service_code"] = "s3slice from the working tree (functions/)"
+    service_run_dir = service_dir or str(REPO / "functions")
+    if args.service_code_asset == "staged":
+        service_run_dir, held = stage_service(service_run_dir)
+        meta["service_code"] += (
+            f", staged as the CDK stages the function's code asset "
+            f"(layers/layerbuild/code_asset.py; {held}) in {service_run_dir}"
+        )
+    else:
+        meta["service_code"] += (
+            ", its sources alone (--service-code-asset sources: the code asset before it "
+            "shipped bytecode, so every cold start compiles them)"
+        )
     earlier_packages = doc.get("meta", {}).get("service_packages", {}).get("mode", "venv")
     if doc["runs"] and earlier_packages != args.service_packages:
         raise SystemExit(
@@ -958,9 +993,7 @@ def main(argv: list[str] | None = None) -> int:
     PEERS = Interpreter(path=(service_dir,) if service_dir else ())
     meta["peer_bytecode"] = compile_venv()
     if args.service_packages == "layer":
-        SERVICE, meta["service_packages"] = layer_interpreter(
-            service_dir or str(REPO / "functions")
-        )
+        SERVICE, meta["service_packages"] = layer_interpreter(service_run_dir)
     else:
         SERVICE = PEERS
         meta["service_packages"] = {"mode": "venv", "sys_path": list(PEERS.path)}
