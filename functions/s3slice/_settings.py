@@ -16,6 +16,8 @@ Strategy = Literal["auto", "ranges", "whole", "batches"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 MiB = 1024 * 1024
+#: A streamed read's bytes fetched ahead, by default: about what polars' own reader holds.
+READ_AHEAD_DEFAULT = 32 * MiB
 #: Lambda's list price per GB-second of duration by architecture (``platform.machine()``),
 #: US East, first pricing tier.
 LAMBDA_GB_SECOND_PRICES = {"aarch64": 0.0000133334, "arm64": 0.0000133334,
@@ -50,6 +52,9 @@ class Settings:
     upload_part_size        S3SLICE_UPLOAD_PART_SIZE         32 MiB (a part of a multipart
                                                              upload; S3's least is 5 MiB)
     concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
+    read_ahead_mb           S3SLICE_READ_AHEAD_MB            32, at most a quarter of the
+                                                             memory budget (a streamed read's
+                                                             row groups fetched or decoding)
     small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)
     whole_object_ratio      S3SLICE_WHOLE_OBJECT_RATIO       0.75 (needed/size above: whole)
     page_index_ratio        S3SLICE_PAGE_INDEX_RATIO         0.8 (page bytes/row-group bytes
@@ -76,6 +81,7 @@ class Settings:
     fill_parts: int = 8
     upload_part_size: int = 32 * MiB
     concurrency: int | None = None
+    read_ahead_mb: int | None = None
     small_object_size: int = 4 * MiB
     whole_object_ratio: float = 0.75
     page_index_ratio: float = 0.8
@@ -94,6 +100,8 @@ class Settings:
                 raise RequestError("must be positive", field=name)
         if self.max_gap < 0:
             raise RequestError("must not be negative", field="max_gap")
+        if self.read_ahead_mb is not None and self.read_ahead_mb <= 0:
+            raise RequestError("must be positive", field="read_ahead_mb")
         if self.upload_part_size < 5 * MiB:
             raise RequestError("must be at least 5 MiB, S3's smallest part",
                                field="upload_part_size")
@@ -109,6 +117,14 @@ class Settings:
         """Bytes the engine may hold at once for fetched data."""
         mb = self.memory_budget_mb if self.memory_budget_mb is not None else self.memory_mb * 0.6
         return int(mb * MiB)
+
+    @property
+    def read_ahead_bytes(self) -> int:
+        """Bytes of a streamed read's row groups held at once, fetched or being decoded
+        (one window at least: :mod:`s3slice.parquet.read_ahead`)."""
+        if self.read_ahead_mb is not None:
+            return self.read_ahead_mb * MiB
+        return max(MiB, min(READ_AHEAD_DEFAULT, self.memory_budget_bytes // 4))
 
     @property
     def max_concurrency(self) -> int:
@@ -154,6 +170,7 @@ class Settings:
             "fill_parts": ("S3SLICE_FILL_PARTS", int),
             "upload_part_size": ("S3SLICE_UPLOAD_PART_SIZE", int),
             "concurrency": ("S3SLICE_CONCURRENCY", int),
+            "read_ahead_mb": ("S3SLICE_READ_AHEAD_MB", int),
             "small_object_size": ("S3SLICE_SMALL_OBJECT_SIZE", int),
             "whole_object_ratio": ("S3SLICE_WHOLE_OBJECT_RATIO", float),
             "page_index_ratio": ("S3SLICE_PAGE_INDEX_RATIO", float),

@@ -13,8 +13,17 @@ import pyarrow.parquet as pq
 import pytest
 
 import s3slice._output as output_module
-from s3slice import Engine, FooterCache, LocalFetcher, RecordingFetcher, Settings, parse_request
+from s3slice import (
+    Engine,
+    FooterCache,
+    LocalFetcher,
+    ObjectFormatError,
+    RecordingFetcher,
+    Settings,
+    parse_request,
+)
 from s3slice._demo import sample_table
+from tests import malformed
 
 BUCKET = "data"
 ROWS, GROUPS = 40_000, 8
@@ -72,8 +81,9 @@ def test_the_streamed_output_is_the_oracle(root: Path, table: pl.DataFrame, stra
     # Selecting columns, and only that, copies them undecoded (tests/unit/
     # test_parquet_chunk_copy.py) when the strategy is left to the engine.
     assert (stats["strategy"] == "copy") is (strategy == "auto" and query == {})
-    # Batches stream whatever their size; the other strategies decode whole when it fits.
-    per_group = strategy == "batches" or (
+    # Batches and ranges stream whatever their size; a whole object is decoded whole when
+    # it fits.
+    per_group = stats["strategy"] in ("batches", "ranges") or (
         stats["needed_bytes"] > (budget_mb or 614) * 1024 * 1024 // 4)
     if stats["strategy"] != "copy":
         assert stats["strategy_inputs"]["decoder"].endswith("-streamed") is per_group
@@ -118,3 +128,50 @@ def test_no_room_in_the_temporary_directory_keeps_the_in_memory_path(
                           strategy="whole", memory_budget_mb=1)
     assert not response["stats"]["strategy_inputs"]["decoder"].endswith("-streamed")
     assert written(root, response).equals(table)
+
+
+@pytest.fixture(scope="module")
+def recountable() -> bytes:
+    """Eight row groups of 100,000 rows, each group's needed chunk over half a MiB, so that
+    a 1 MiB read-ahead fetches them one window each."""
+    n = 800_000
+    table = pl.DataFrame({"id": pl.int_range(n, eager=True),
+                          "x": pl.int_range(n, eager=True) * 7919 % 1000}).to_arrow()
+    return malformed.write(table, row_group_size=100_000, compression="none")
+
+
+@pytest.mark.parametrize(("strategy", "settings"), [
+    ("ranges", {"read_ahead_mb": 1}), ("ranges", {}), ("whole", {"memory_budget_mb": 1}),
+    ("batches", {"memory_budget_mb": 1})])
+@pytest.mark.parametrize(("group", "change"), [(0, 7), (0, -7), (3, 7), (5, -7)])
+@pytest.mark.parametrize("where", ["x < 10", "id >= 100000 AND (x < 10 OR id >= 799990)"])
+def test_row_counts_that_contradict_the_data_never_shift_a_slice(
+        tmp_path: Path, recountable: bytes, strategy: str, settings: dict[str, int],
+        group: int, change: int, where: str) -> None:
+    """A footer claiming another row count for one group than its pages hold: a slice of
+    rows placed by those counts would start or end inside another group, and a filter
+    while decoding would hide it (with the first group pruned by its statistics, a slice
+    of the last group placed after a first group claiming 7 rows more ends 7 rows early).
+    A read ends in an ObjectFormatError, or writes every row the pages hold that the filter
+    keeps: never fewer."""
+    fmd = malformed.thrift_footer(recountable)
+    fmd.row_groups[group].num_rows += change
+    (tmp_path / BUCKET).mkdir()
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / BUCKET / "t.parquet").write_bytes(malformed.with_thrift_footer(recountable, fmd))
+    request = {"source": f"s3://{BUCKET}/t.parquet", "columns": ["id"], "filter": where,
+               "output": OUT}
+    try:
+        response, _ = respond(tmp_path, request, strategy=strategy, **settings)
+    except ObjectFormatError as e:
+        failed: ObjectFormatError | None = e
+    else:
+        failed = None
+    if failed is not None:
+        assert "rows" in failed.message
+        assert not (tmp_path / "out").exists()
+        return
+    table = pl.from_arrow(pq.read_table(io.BytesIO(recountable)))
+    assert isinstance(table, pl.DataFrame)
+    want = table.filter(pl.sql_expr(where)).select("id")
+    assert written(tmp_path, response).sort("id").equals(want)

@@ -34,17 +34,21 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
 
     polars' reader decodes them when it may: it applies the filter while decoding and
     reads only the columns the query uses. It picks row groups by their statistics, not
-    by this plan, so it is used only when every row group it could read is in the image
-    (the whole object, or a plan that keeps every group), and, for some of the groups
-    (a row group at a time), when they are consecutive: polars then reads the slice of
-    rows they hold, and only their row groups. Otherwise, or when polars fails, pyarrow
-    decodes exactly ``groups`` and polars filters after.
+    by this plan, so for every group of the object it is used only when the image holds
+    every group it could read (the whole object, or a plan that keeps every group). For
+    some of the groups, it is used when they are consecutive: polars then reads the slice
+    of rows they hold, and only their row groups, so the image need hold no others (a
+    streamed read's window holds only its own). Otherwise, or when polars fails, pyarrow
+    decodes exactly ``groups`` and polars filters after. The image holds ``groups``.
 
     No result is built from fewer rows than the footer declares: a decoder that returns
     another number of rows has failed, and the other decoder is tried. polars' filter
-    while decoding hides the count, so it is used with a filter only on columns of flat
-    types (the decoders differ on nested ones: legacy two-level lists, for one). When
-    both disagree with the footer the object is an :class:`ObjectFormatError`.
+    while decoding hides the count, so it is used with a filter only when polars reads
+    every group of the image, and only on columns of flat types (the decoders differ on
+    nested ones: legacy two-level lists, for one). A slice is placed by the footer's row
+    counts, which damaged data may contradict (a slice then silently starts or ends in
+    another group's rows): it is always decoded unfiltered, counted, then filtered. When
+    both decoders disagree with the footer the object is an :class:`ObjectFormatError`.
     """
     md = plan.footer.metadata
     columns = list(plan.columns)
@@ -52,7 +56,6 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     if image is None or not groups:
         return empty(plan, analysis), "pyarrow"
     expected = sum(md.row_group(g).num_rows for g in groups)
-    holds_all = complete or len(plan.row_groups) == md.num_row_groups
     # polars reads the whole image for every group, or for the plan's groups of a whole
     # object (its filter finds no row in the groups the plan pruned); for some groups of
     # it, the slice of rows they hold.
@@ -61,13 +64,14 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     rows = None if whole else _slice_of(md, groups, expected)
     counted = analysis.where is None and analysis.early_limit is None
     # polars reads a struct column whole: one read in part is pyarrow's.
-    polars_may = holds_all and (whole or rows is not None) and not plan.fields and (
+    polars_may = (whole or rows is not None) and not plan.fields and (
         not foreign_time_zones(pa.schema([schema.field(c) for c in columns])))
     polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
-    if polars_may and (counted or not nested_columns(md) & set(columns)):
-        frame = _try_polars(obj, image, columns, schema, None if counted else analysis,
+    filtered = not counted and rows is None  # polars filters while decoding, uncounted
+    if polars_may and (not filtered or not nested_columns(md) & set(columns)):
+        frame = _try_polars(obj, image, columns, schema, analysis if filtered else None,
                             rows=rows)
-        if frame is not None and not counted:
+        if frame is not None and filtered:
             return frame, "polars"
         if frame is not None and frame.height == expected:
             return collect(analysis.prefilter(frame.lazy())), "polars"

@@ -30,6 +30,7 @@ from s3slice.parquet import pages as _pages
 from s3slice.parquet.decode import decode, empty
 from s3slice.parquet.footer import Footer, magic_checked
 from s3slice.parquet.plan import Plan
+from s3slice.parquet.read_ahead import ReadAhead, windows
 from s3slice.query.analysis import Analysis, collect
 
 
@@ -189,6 +190,8 @@ class Ranges(Strategy):
         pages = None if job.analysis.pruned else self._page_plan(io, job)
         if pages is not None:
             return self._pages(io, job, pages)
+        if job.sink is not None:
+            return self._ahead(io, job)
         footer, s = job.footer, io.settings
         image = MemoryImage(footer.size)
         try:
@@ -201,6 +204,36 @@ class Ranges(Strategy):
         finally:
             image.close()
         return _decoded(job, frame, decoder)
+
+    @staticmethod
+    def _ahead(io: Io, job: Job) -> Decoded:
+        """A streamed read: the row groups in windows fetched ahead of their decode
+        (:mod:`.read_ahead`), each window's rows in the sink before its bytes are let go."""
+        limit = io.settings.read_ahead_bytes
+        plan = job.plan
+        sizes = {g: plan.group_bytes(g) for g in plan.row_groups}
+        ahead = ReadAhead(io, job.obj, job.etag, plan, windows(sizes, limit), limit)
+        decoders: set[str] = set()
+        assert job.sink is not None
+        try:
+            while True:
+                with job.timings.phase("fetch"):
+                    taken = ahead.take()
+                if taken is None:
+                    break
+                window, image = taken
+                try:
+                    with job.timings.phase("execute"):
+                        frame, decoder = decode(job.obj, image, job.plan, window.groups,
+                                                job.analysis)
+                        job.sink(frame)
+                finally:
+                    ahead.release(window, image)
+                decoders.add(decoder)
+        finally:
+            ahead.close()
+        return _decoded(job, empty(job.plan, job.analysis),
+                        "+".join(sorted(decoders or {"pyarrow"})) + "-streamed")
 
     @staticmethod
     def _page_plan(io: Io, job: Job) -> _pages.PagePlan | None:

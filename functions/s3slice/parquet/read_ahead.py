@@ -1,0 +1,124 @@
+"""A streamed read's row groups fetched ahead of their decode, within a bound on the bytes
+held: the fetch of the next windows overlaps the decode of this one, and a window's bytes
+are let go as soon as its rows are in the sink.
+
+A window is a run of consecutive kept row groups, so that polars decodes it as a slice of
+rows; each window lands in an image of its own, freed when its rows have gone to the sink
+(a reader still holding a zero-copy view of it keeps it alive: nothing is ever overwritten
+under a frame). The windows being fetched or waiting to be decoded hold at most
+``limit`` bytes together (one window at least), as polars' own reader bounds its prefetch,
+where a read of the whole plan held every needed byte until the last was decoded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from s3slice._model import ObjectRef
+from s3slice._ranges import Range
+from s3slice._read import Io
+from s3slice.fetch.image import Image, MemoryImage
+from s3slice.parquet.footer import magic_checked
+from s3slice.parquet.plan import Plan
+
+#: Fetches in flight at once, at most (each its own ``get_ranges`` call, whose parts run
+#: in parallel too).
+MAX_WINDOWS_IN_FLIGHT = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    groups: tuple[int, ...]
+    nbytes: int
+
+
+def windows(sizes: Mapping[int, int], limit: int) -> list[Window]:
+    """Kept row groups (index → needed bytes, in file order) as windows: runs of
+    consecutive groups of at most half of ``limit`` bytes each (a larger group is a window
+    of its own), so that two or more are in flight within ``limit``."""
+    target = max(1, limit // 2)
+    out: list[Window] = []
+    run: list[int] = []
+    size = 0
+    for g, nbytes in sizes.items():
+        if run and (g != run[-1] + 1 or size + nbytes > target):
+            out.append(Window(tuple(run), size))
+            run, size = [], 0
+        run.append(g)
+        size += nbytes
+    if run:
+        out.append(Window(tuple(run), size))
+    return out
+
+
+class ReadAhead:
+    """Fetches ``windows`` of ``plan`` in order, each into its own image, keeping fetches
+    running ahead of the consumer within ``limit`` bytes; iterate to get each window with
+    its image (the caller closes the image when done with it)."""
+
+    def __init__(self, io: Io, obj: ObjectRef, etag: str | None, plan: Plan,
+                 windows: Sequence[Window], limit: int) -> None:
+        self._io = io
+        self._obj = obj
+        self._etag = etag
+        self._plan = plan
+        self._windows = list(windows)
+        self._limit = limit
+        workers = max(1, min(MAX_WINDOWS_IN_FLIGHT, len(self._windows)))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="s3slice-ahead")
+        self._pending: deque[tuple[Window, Future[Image]]] = deque()
+        self._next = 0
+        self._held = 0
+
+    def _fetch(self, window: Window) -> Image:
+        footer, s = self._plan.footer, self._io.settings
+        image = MemoryImage(footer.size)
+        try:
+            image.write(footer.data_end, memoryview(footer.raw))
+            ranges: list[Range] = self._plan.fetch_ranges(
+                s, row_groups=window.groups, held=(footer.data_end, footer.size))
+            self._io.fetch(self._obj, ranges, self._etag,
+                           magic_checked(image.write, self._obj.uri))
+        except BaseException:
+            image.close()
+            raise
+        return image
+
+    def _fill(self) -> None:
+        while self._next < len(self._windows) and len(self._pending) < MAX_WINDOWS_IN_FLIGHT:
+            window = self._windows[self._next]
+            if self._pending and self._held + window.nbytes > self._limit:
+                return
+            self._pending.append((window, self._pool.submit(self._fetch, window)))
+            self._held += window.nbytes
+            self._next += 1
+
+    def take(self) -> tuple[Window, Image] | None:
+        """The next window with its image, once fetched (a failed fetch raises here); None
+        after the last. The caller gives it back with :meth:`release`."""
+        self._fill()
+        if not self._pending:
+            return None
+        window, future = self._pending[0]
+        image = future.result()
+        self._pending.popleft()
+        return window, image
+
+    def release(self, window: Window, image: Image) -> None:
+        """A window's rows are in the sink: its image goes, and the fetches behind it may
+        run."""
+        image.close()
+        self._held -= window.nbytes
+
+    def close(self) -> None:
+        """Stop: windows not yet started are dropped, the running ones are waited for (no
+        request outlives the read), and every image fetched is let go."""
+        self._next = len(self._windows)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        while self._pending:
+            _, future = self._pending.popleft()
+            if not future.cancelled() and future.exception() is None:
+                future.result().close()
