@@ -12,6 +12,7 @@ and a warning.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,13 +21,14 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Stack
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk.assertions import Annotations, Match, Template
 
 from layers.layerbuild.bytecode import UNCHECKED_HASH_FLAGS, find_compiler
 from layers.layerbuild.code_asset import LAMBDA_TASK_ROOT, stage_code
-from s3slice_cdk.code_asset import NO_BYTECODE_WARNING
-from s3slice_cdk.function import ReadFunction, ReadFunctionProps
+from s3slice_cdk.code_asset import NO_BYTECODE_WARNING, function_code
+from s3slice_cdk.function import HANDLER, ReadFunction, ReadFunctionProps
 from s3slice_cdk.settings import FUNCTION_CODE_DIR
 from tests.infrastructure.support import Synthesized, bare_stack
 
@@ -92,11 +94,10 @@ def _run(python: str, script: str, *args: str) -> Any:
     return json.loads(result.stdout)
 
 
-def _staged_before(tmp_path: Path) -> Path:
-    """``functions/`` as ``Code.from_asset(..., exclude=SOURCE_EXCLUDES)`` staged it."""
+def _staged_before(tmp_path: Path, code: Path = FUNCTION_CODE_DIR) -> Path:
+    """``code`` as ``Code.from_asset(..., exclude=SOURCE_EXCLUDES)`` staged it."""
     stack = Stack(App(outdir=str(tmp_path)), "Before")
-    asset = s3_assets.Asset(stack, "Code", path=str(FUNCTION_CODE_DIR),
-                            exclude=SOURCE_EXCLUDES)
+    asset = s3_assets.Asset(stack, "Code", path=str(code), exclude=SOURCE_EXCLUDES)
     return tmp_path / asset.asset_path
 
 
@@ -112,9 +113,6 @@ def test_asset_is_the_code_with_fresh_bytecode_for_every_source(
                  / f"{PurePosixPath(p).stem}.{compiler.cache_tag}.pyc").as_posix()
                 for p in sources}
     assert {p for p in files if p.endswith(".pyc")} == expected
-    # everything else is what the CDK staged before, byte for byte
-    assert {p: b for p, b in files.items() if p not in expected} == _files(
-        _staged_before(tmp_path))
     inspected = _run(compiler.executable, INSPECT, str(asset))
     assert set(inspected) == expected
     for rel, pyc in inspected.items():
@@ -123,20 +121,33 @@ def test_asset_is_the_code_with_fresh_bytecode_for_every_source(
                        "fresh": True, "co_filename": f"{LAMBDA_TASK_ROOT}/{source}"}, rel
 
 
-def test_same_code_stages_the_same_asset(default_stack: Synthesized,
-                                          snap_start_stack: Synthesized,
-                                          tmp_path: Path) -> None:
-    """Two synths, and two stagings compiled afresh in two build directories, make the
-    same files: the same asset hash, so an unchanged function is never redeployed."""
-    assert _asset_dir(default_stack).name == _asset_dir(snap_start_stack).name
-    first = stage_code(FUNCTION_CODE_DIR, tmp_path / "one", "3.13")
-    second = stage_code(FUNCTION_CODE_DIR, tmp_path / "two", "3.13")
-    assert first.compiler is not None
-    assert first.path.name == second.path.name
-    assert _files(first.path) == _files(second.path) == _files(_asset_dir(default_stack))
-    again = stage_code(FUNCTION_CODE_DIR, tmp_path / "one", "3.13")
-    assert again.path == first.path  # reused
-    assert [p.name for p in (tmp_path / "one").iterdir()] == [first.path.name]
+def test_same_code_stages_the_same_asset(tmp_path: Path) -> None:
+    """Two synths of the same code, each compiled afresh in its own build directory, make
+    the same files: the same asset hash, so an unchanged function is never redeployed; and
+    those files are the ones staged before, plus the bytecode.
+    (From a snapshot of functions/: the working tree may change while the tests run.)"""
+    code = tmp_path / "functions"
+    shutil.copytree(FUNCTION_CODE_DIR, code, ignore=shutil.ignore_patterns("__pycache__"))
+    keys, staged = [], []
+    for build in ("one", "two"):
+        stack = bare_stack()
+        asset, held = function_code(stack, code, "3.13", build_dir=tmp_path / build)
+        lambda_.Function(stack, "Reader", code=asset, handler=HANDLER,
+                         runtime=lambda_.Runtime.PYTHON_3_13)
+        (function,) = Template.from_stack(stack).find_resources(
+            "AWS::Lambda::Function").values()
+        keys.append(function["Properties"]["Code"]["S3Key"])
+        staged.append(held)
+    assert staged[0].compiler is not None
+    assert keys[0] == keys[1]
+    assert staged[0].path.name == staged[1].path.name
+    assert _files(staged[0].path) == _files(staged[1].path)
+    # the bytecode aside, the files the CDK staged before, byte for byte
+    assert {p: b for p, b in _files(staged[0].path).items() if not p.endswith(".pyc")} == (
+        _files(_staged_before(tmp_path / "before", code)))
+    again = stage_code(code, tmp_path / "one", "3.13")
+    assert again.path == staged[0].path  # reused
+    assert [p.name for p in (tmp_path / "one").iterdir()] == [again.path.name]
 
 
 def test_changed_code_is_staged_again(tmp_path: Path) -> None:
