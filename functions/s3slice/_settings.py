@@ -17,7 +17,7 @@ STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 MiB = 1024 * 1024
 #: A streamed read's bytes fetched ahead, by default: about what polars' own reader holds.
-READ_AHEAD_DEFAULT = 32 * MiB
+READ_AHEAD_DEFAULT = 48 * MiB
 #: Lambda's list price per GB-second of duration by architecture (``platform.machine()``),
 #: US East, first pricing tier.
 LAMBDA_GB_SECOND_PRICES = {"aarch64": 0.0000133334, "arm64": 0.0000133334,
@@ -52,7 +52,7 @@ class Settings:
     upload_part_size        S3SLICE_UPLOAD_PART_SIZE         32 MiB (a part of a multipart
                                                              upload; S3's least is 5 MiB)
     concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
-    read_ahead_mb           S3SLICE_READ_AHEAD_MB            32, at most a quarter of the
+    read_ahead_mb           S3SLICE_READ_AHEAD_MB            48, at most a quarter of the
                                                              memory budget (a streamed read's
                                                              row groups fetched or decoding)
     small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)

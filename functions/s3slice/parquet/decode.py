@@ -45,10 +45,11 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     another number of rows has failed, and the other decoder is tried. polars' filter
     while decoding hides the count, so it is used with a filter only when polars reads
     every group of the image, and only on columns of flat types (the decoders differ on
-    nested ones: legacy two-level lists, for one). A slice is placed by the footer's row
-    counts, which damaged data may contradict (a slice then silently starts or ends in
-    another group's rows): it is always decoded unfiltered, counted, then filtered. When
-    both decoders disagree with the footer the object is an :class:`ObjectFormatError`.
+    nested ones: legacy two-level lists, for one). A slice is placed by the row groups'
+    counts and cut short at the file's: a footer whose counts disagree (damaged) would
+    move it silently into another group's rows or end it early, so such a slice is decoded
+    unfiltered, counted, then filtered. When both decoders disagree with the footer the
+    object is an :class:`ObjectFormatError`.
     """
     md = plan.footer.metadata
     columns = list(plan.columns)
@@ -67,7 +68,9 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     polars_may = (whole or rows is not None) and not plan.fields and (
         not foreign_time_zones(pa.schema([schema.field(c) for c in columns])))
     polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
-    filtered = not counted and rows is None  # polars filters while decoding, uncounted
+    # polars filters while decoding, uncounted: for a slice, only where the footer's
+    # counts agree with each other.
+    filtered = not counted and (rows is None or plan.footer.counts_agree)
     if polars_may and (not filtered or not nested_columns(md) & set(columns)):
         frame = _try_polars(obj, image, columns, schema, analysis if filtered else None,
                             rows=rows)

@@ -56,6 +56,17 @@ class Footer:
         return self.length + len(self.before)
 
     @property
+    def counts_agree(self) -> bool:
+        """Whether the row groups' row counts add up to the file's (a damaged footer's may
+        not: a reader placing rows by one and bounding them by the other goes astray)."""
+        agree = self.memo.get("counts_agree")
+        if agree is None:
+            md = self.metadata
+            agree = self.memo.setdefault("counts_agree", md.num_rows == sum(
+                md.row_group(g).num_rows for g in range(md.num_row_groups)))
+        return bool(agree)
+
+    @property
     def schema_names(self) -> list[str]:
         return list(self.arrow_schema.names)
 

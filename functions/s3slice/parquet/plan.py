@@ -101,12 +101,15 @@ class Plan:
         return [f for c in self.columns for f in self.fields.get(c, (c,))]
 
     def fetch_ranges(self, settings: Settings, *, row_groups: Sequence[int] | None = None,
-                     held: Range | None = None) -> list[Range]:
-        """Coalesced and split ranges for ``row_groups`` (all kept ones by default)."""
+                     held: Range | None = None, fill: bool = True) -> list[Range]:
+        """Coalesced and split ranges for ``row_groups`` (all kept ones by default); with
+        ``fill``, cut further until there are ``fill_parts`` (:func:`s3slice._ranges.split`)."""
         groups = self.row_groups if row_groups is None else row_groups
         merged = _ranges.coalesce((r for g in groups for r in self.chunks[g]), settings.max_gap)
         if held is not None:
             merged = _ranges.subtract(merged, held)
+        if not fill:
+            return _ranges.split(merged, settings.part_size)
         return _ranges.parts(merged, settings)
 
     def group_bytes(self, group: int) -> int:

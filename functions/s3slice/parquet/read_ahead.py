@@ -78,8 +78,10 @@ class ReadAhead:
         image = MemoryImage(footer.size)
         try:
             image.write(footer.data_end, memoryview(footer.raw))
+            # The windows in flight are the parallel requests: a window's ranges are not
+            # cut further to fill connections (a request each is priced).
             ranges: list[Range] = self._plan.fetch_ranges(
-                s, row_groups=window.groups, held=(footer.data_end, footer.size))
+                s, row_groups=window.groups, held=(footer.data_end, footer.size), fill=False)
             self._io.fetch(self._obj, ranges, self._etag,
                            magic_checked(image.write, self._obj.uri))
         except BaseException:
