@@ -189,10 +189,9 @@ def _end_process(code: int) -> NoReturn:
     """End the process with ``code`` once stdout, stderr and the log handlers are flushed,
     without finalizing the interpreter.
 
-    Why: obstore's tokio threads call back into Python (pyo3-async-runtimes resolves an
-    asyncio future with ``call_soon_threadsafe``, and a cancelled GET checks its future)
-    after the request that started them has returned; a failed read cancels the GETs still
-    in flight, so some are still running when the command is done. On CPython before
+    Why: obstore's tokio threads may call back into Python (a credential provider written
+    in Python, from boto3's chain) after the request that started them has returned, and
+    its runtime outlives the request. On CPython before
     3.14, a thread that takes the GIL while ``Py_FinalizeEx`` runs is ended with
     ``pthread_exit``, whose forced unwind cannot cross the Rust frames of that thread: the
     process aborts (``Fatal Python error: Aborted``, exit 134, sometimes a bus error in the

@@ -6,13 +6,15 @@ Both files come from ``python -m tests.benchmark.lambda_size --cpu-profile`` (in
 ``.work/lambda-runs/``): N warm handler jobs, each on a new copy of the object.
 
 cProfile runs on ``time.process_time``, the CPU time of *every* thread of the process,
-charged to whatever the main thread is in at that moment. s3slice fetches from the main
-thread's asyncio loop, with obstore's Rust threads doing the HTTP work while the loop
-waits in ``epoll.poll``; so the CPU those threads burn is charged to the poll, and the
-fetch phase splits into: Rust threads (the poll), image writes (copying each arrived
-part into the object's image) and Python per-part overhead (the rest: asyncio, the
-coroutines, the sink). py-spy (``--native --threads``, busy samples only) shows the same
-from the threads' own stacks, and splits polars' decode from its filter.
+charged to whatever the main thread is in at that moment, and it sees the main thread's
+calls only. s3slice's GETs run on threads (one per part in flight; a streamed read's
+windows are fetched by read-ahead threads while the main thread decodes), so the phases
+are what the main thread was doing: waiting for fetched bytes (``get_ranges`` on the main
+thread, or a read-ahead ``take``), with the CPU the GET threads burn meanwhile; decoding,
+with whatever GETs run beside it (a streamed read's next windows); and so on. py-spy
+(``--native --threads``, busy samples only) shows the threads that run Python from their
+own stacks (the GET threads' per-chunk loop and image writes among them), and splits
+polars' decode from its filter.
 """
 
 from __future__ import annotations
@@ -45,9 +47,8 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
     # The package's layout since the restructure (engine/, parquet/, fetch/).
     read = _find(st, "engine/engine.py", "read")[1]
     parquet = _find(st, "parquet/reader.py", "read")[1]
-    fetch = _find(st, "fetch/s3.py", "get_ranges")[1]
+    fetch = _find(st, "fetch/s3.py", "get_ranges")[1] + _find(st, "read_ahead.py", "take")[1]
     image = _find(st, "fetch/image.py", "write")[1]
-    poll = _find(st, "", "<method 'poll' of 'select.epoll' objects>")[0]
     decode = _find(st, "parquet/decode.py", "decode")[1]
     write = _find(st, "_output.py", "write_outputs")[1]
     encode = _find(st, "_output.py", "serialize")[1]
@@ -62,18 +63,21 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
         ),
         (
             "  footer GET + parse + plan",
-            parquet - fetch - decode - _close(st),
-            f"ParquetReader.read - get_ranges - decode (the footer GET alone: "
-            f"{tail / jobs:.3f})",
+            parquet - fetch - decode - image - _close(st),
+            f"ParquetReader.read - waits for GETs - decode - image writes (the footer GET "
+            f"alone: {tail / jobs:.3f})",
         ),
-        ("  fetch: obstore's Rust threads (main loop in epoll)", poll, "tottime of epoll.poll"),
-        ("  fetch: image writes", image, "_image.write (every part, footer included)"),
         (
-            "  fetch: Python per-part overhead",
-            fetch - poll - image,
-            "get_ranges - poll - image writes (asyncio, coroutines, sink checks)",
+            "  fetch: waiting for the GETs (their threads' CPU meanwhile)",
+            fetch,
+            "get_ranges and read-ahead take() on the main thread",
         ),
-        ("  decode + filter (polars, in one native call)", decode, "parquet/decode.py decode"),
+        ("  fetch: image writes on the main thread", image, "_image.write (the footer's)"),
+        (
+            "  decode + filter (and the GETs running beside it)",
+            decode,
+            "parquet/decode.py decode",
+        ),
         ("  write: encode Parquet", encode, "_output.serialize"),
         ("  write: PUT", put, "S3Fetcher.put"),
         ("  write: rest", write - encode - put, "write_outputs - serialize - put"),
@@ -119,11 +123,7 @@ PYSPY_CLASSES: list[tuple[str, tuple[str, ...]]] = [
             "futures_util",
         ),
     ),
-    (
-        "fetch: main thread waiting in epoll (counted busy by py-spy)",
-        ("epoll_wait", "select_epoll"),
-    ),
-    ("Python: asyncio / per-part", ("asyncio", "_fetch.py", "selectors.py")),
+    ("Python: the GET threads' per-chunk loop", ("fetch/s3.py", "concurrent/futures")),
     ("footer parse + plan", ("_plan.py", "_predicate.py", "libparquet", "thrift", "_bloom.py")),
     ("decode + filter (main thread's share)", ("_decode", "_try_polars", "polars")),
     ("Python: handler, logging, metrics", ("aws_lambda_powertools", "logging", "_observe.py")),
@@ -175,8 +175,8 @@ def markdown(pstats_path: Path | None, pyspy_path: Path | None, jobs: int, meta:
         by, total, leaves = pyspy_classes(pyspy_path)
         lines += [
             f"py-spy (`--native --threads`, busy samples, {total} over {jobs} warm jobs). "
-            "py-spy samples only threads that run Python, so this is the **main thread** "
-            "alone: obstore's tokio threads and polars' worker threads are not in it (the "
+            "py-spy samples only threads that run Python: the main thread and the GET "
+            "threads; obstore's tokio threads and polars' worker threads are not in it (the "
             "cProfile table above has their CPU); an unresolved `libc.so.6` leaf under "
             "`_image.write` is the copy into the image:",
             "",
