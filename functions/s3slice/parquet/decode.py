@@ -43,13 +43,12 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
 
     No result is built from fewer rows than the footer declares: a decoder that returns
     another number of rows has failed, and the other decoder is tried. polars' filter
-    while decoding hides the count, so it is used with a filter only when polars reads
-    every group of the image, and only on columns of flat types (the decoders differ on
-    nested ones: legacy two-level lists, for one). A slice is placed by the row groups'
-    counts and cut short at the file's: a footer whose counts disagree (damaged) would
-    move it silently into another group's rows or end it early, so such a slice is decoded
-    unfiltered, counted, then filtered. When both decoders disagree with the footer the
-    object is an :class:`ObjectFormatError`.
+    while decoding hides the count, so it is used with a filter only on columns of flat
+    types (the decoders differ on nested ones: legacy two-level lists, for one). A slice
+    is placed by the row groups' counts and cut short at the file's: where a damaged
+    footer's counts disagree, a filtered slice would silently start in another group's
+    rows or end early, so such a slice is decoded unfiltered, counted, then filtered. When
+    both decoders disagree with the footer the object is an :class:`ObjectFormatError`.
     """
     md = plan.footer.metadata
     columns = list(plan.columns)

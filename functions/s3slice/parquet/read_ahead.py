@@ -5,9 +5,9 @@ are let go as soon as its rows are in the sink.
 A window is a run of consecutive kept row groups, so that polars decodes it as a slice of
 rows; each window lands in an image of its own, freed when its rows have gone to the sink
 (a reader still holding a zero-copy view of it keeps it alive: nothing is ever overwritten
-under a frame). The windows being fetched or waiting to be decoded hold at most
-``limit`` bytes together (one window at least), as polars' own reader bounds its prefetch,
-where a read of the whole plan held every needed byte until the last was decoded.
+under a frame). The windows being fetched, waiting or being decoded hold at most
+``limit`` bytes together (one window at least), where a read of the whole plan held every
+needed byte until the last was decoded.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def windows(sizes: Mapping[int, int], limit: int) -> list[Window]:
 
 class ReadAhead:
     """Fetches ``windows`` of ``plan`` in order, each into its own image, keeping fetches
-    running ahead of the consumer within ``limit`` bytes; iterate to get each window with
-    its image (the caller closes the image when done with it)."""
+    running ahead of the consumer within ``limit`` bytes: :meth:`take` each window in
+    turn, :meth:`release` it once its rows are in the sink, and :meth:`close` at the end
+    (also after a failure)."""
 
     def __init__(self, io: Io, obj: ObjectRef, etag: str | None, plan: Plan,
                  windows: Sequence[Window], limit: int) -> None:

@@ -97,8 +97,12 @@ def _decode_plan(job: Job, image: Image | None, settings: Settings, *,
         frame, decoder = decode(job.obj, image, job.plan, [g], job.analysis, complete=complete)
         job.sink(frame)
         decoders.add(decoder)
-    return empty(job.plan, job.analysis), "+".join(sorted(decoders or {"pyarrow"})) + (
-        "-streamed")
+    return empty(job.plan, job.analysis), _streamed_decoders(decoders)
+
+
+def _streamed_decoders(decoders: set[str]) -> str:
+    """The ``decoder`` of a read sent to its sink in pieces: the pieces' decoders."""
+    return "+".join(sorted(decoders or {"pyarrow"})) + "-streamed"
 
 
 def _streamed(job: Job, frame: pl.DataFrame) -> pl.DataFrame:
@@ -209,12 +213,11 @@ class Ranges(Strategy):
     def _ahead(io: Io, job: Job) -> Decoded:
         """A streamed read: the row groups in windows fetched ahead of their decode
         (:mod:`.read_ahead`), each window's rows in the sink before its bytes are let go."""
-        limit = io.settings.read_ahead_bytes
-        plan = job.plan
+        sink, plan, limit = job.sink, job.plan, io.settings.read_ahead_bytes
+        assert sink is not None
         sizes = {g: plan.group_bytes(g) for g in plan.row_groups}
         ahead = ReadAhead(io, job.obj, job.etag, plan, windows(sizes, limit), limit)
         decoders: set[str] = set()
-        assert job.sink is not None
         try:
             while True:
                 with job.timings.phase("fetch"):
@@ -224,16 +227,15 @@ class Ranges(Strategy):
                 window, image = taken
                 try:
                     with job.timings.phase("execute"):
-                        frame, decoder = decode(job.obj, image, job.plan, window.groups,
+                        frame, decoder = decode(job.obj, image, plan, window.groups,
                                                 job.analysis)
-                        job.sink(frame)
+                        sink(frame)
                 finally:
                     ahead.release(window, image)
                 decoders.add(decoder)
         finally:
             ahead.close()
-        return _decoded(job, empty(job.plan, job.analysis),
-                        "+".join(sorted(decoders or {"pyarrow"})) + "-streamed")
+        return _decoded(job, empty(plan, job.analysis), _streamed_decoders(decoders))
 
     @staticmethod
     def _page_plan(io: Io, job: Job) -> _pages.PagePlan | None:
