@@ -220,6 +220,9 @@ class S3Fetcher:
                     for future in as_completed(futures):
                         future.result()
                 finally:
+                    # After a failure the parts not started are dropped and the running
+                    # ones stop at their next chunk; they are waited for, so that none
+                    # writes into the caller's image once the caller has let it go.
                     stop.set()
                     for future in futures:
                         future.cancel()
