@@ -54,6 +54,24 @@ def windows(sizes: Mapping[int, int], limit: int) -> list[Window]:
     return out
 
 
+def fetch_groups(io: Io, obj: ObjectRef, etag: str | None, plan: Plan,
+                 groups: Sequence[int] | None = None, *, fill: bool = True) -> Image:
+    """A new in-memory image of ``obj`` holding its footer and the needed column chunks of
+    ``groups`` (the plan's kept ones by default), fetched in parallel; ``fill`` as in
+    :meth:`Plan.fetch_ranges`. The caller closes it."""
+    footer = plan.footer
+    image = MemoryImage(footer.size)
+    try:
+        image.write(footer.data_end, memoryview(footer.raw))
+        ranges: list[Range] = plan.fetch_ranges(
+            io.settings, row_groups=groups, held=(footer.data_end, footer.size), fill=fill)
+        io.fetch(obj, ranges, etag, magic_checked(image.write, obj.uri))
+    except BaseException:
+        image.close()
+        raise
+    return image
+
+
 class ReadAhead:
     """Fetches ``windows`` of ``plan`` in order, each into its own image, keeping fetches
     running ahead of the consumer within ``limit`` bytes: :meth:`take` each window in
@@ -75,20 +93,10 @@ class ReadAhead:
         self._held = 0
 
     def _fetch(self, window: Window) -> Image:
-        footer, s = self._plan.footer, self._io.settings
-        image = MemoryImage(footer.size)
-        try:
-            image.write(footer.data_end, memoryview(footer.raw))
-            # The windows in flight are the parallel requests: a window's ranges are not
-            # cut further to fill connections (a request each is priced).
-            ranges: list[Range] = self._plan.fetch_ranges(
-                s, row_groups=window.groups, held=(footer.data_end, footer.size), fill=False)
-            self._io.fetch(self._obj, ranges, self._etag,
-                           magic_checked(image.write, self._obj.uri))
-        except BaseException:
-            image.close()
-            raise
-        return image
+        # The windows in flight are the parallel requests: a window's ranges are not cut
+        # further to fill connections (a request each is priced).
+        return fetch_groups(self._io, self._obj, self._etag, self._plan, window.groups,
+                            fill=False)
 
     def _fill(self) -> None:
         while self._next < len(self._windows) and len(self._pending) < MAX_WINDOWS_IN_FLIGHT:

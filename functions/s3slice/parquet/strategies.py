@@ -30,7 +30,7 @@ from s3slice.parquet import pages as _pages
 from s3slice.parquet.decode import decode, empty
 from s3slice.parquet.footer import Footer, magic_checked
 from s3slice.parquet.plan import Plan
-from s3slice.parquet.read_ahead import ReadAhead, windows
+from s3slice.parquet.read_ahead import ReadAhead, fetch_groups, windows
 from s3slice.query.analysis import Analysis, collect
 
 
@@ -196,13 +196,9 @@ class Ranges(Strategy):
             return self._pages(io, job, pages)
         if job.sink is not None:
             return self._ahead(io, job)
-        footer, s = job.footer, io.settings
-        image = MemoryImage(footer.size)
+        with job.timings.phase("fetch"):
+            image = fetch_groups(io, job.obj, job.etag, job.plan)
         try:
-            image.write(footer.data_end, memoryview(footer.raw))
-            with job.timings.phase("fetch"):
-                ranges = job.plan.fetch_ranges(s, held=(footer.data_end, footer.size))
-                io.fetch(job.obj, ranges, job.etag, magic_checked(image.write, job.obj.uri))
             with job.timings.phase("execute"):
                 frame, decoder = _decode_plan(job, image, io.settings)
         finally:
@@ -309,12 +305,9 @@ class Batches(Strategy):
         frames: list[pl.DataFrame] = []
         rows = 0
         for batch in (b for b in batches if b):
-            image = MemoryImage(plan.footer.size)
+            with job.timings.phase("fetch"):
+                image = fetch_groups(io, job.obj, job.etag, plan, batch)
             try:
-                image.write(plan.footer.data_end, memoryview(plan.footer.raw))
-                with job.timings.phase("fetch"):
-                    io.fetch(job.obj, plan.fetch_ranges(s, row_groups=batch), job.etag,
-                             image.write)
                 with job.timings.phase("execute"):
                     piece, _ = decode(job.obj, image, plan, batch, job.analysis)
             finally:
