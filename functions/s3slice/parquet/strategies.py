@@ -97,12 +97,14 @@ def _decode_plan(job: Job, image: Image | None, settings: Settings, *,
         frame, decoder = decode(job.obj, image, job.plan, [g], job.analysis, complete=complete)
         job.sink(frame)
         decoders.add(decoder)
-    return empty(job.plan, job.analysis), _streamed_decoders(decoders)
+    return empty(job.plan, job.analysis), _decoders(decoders, streamed=True)
 
 
-def _streamed_decoders(decoders: set[str]) -> str:
-    """The ``decoder`` of a read sent to its sink in pieces: the pieces' decoders."""
-    return "+".join(sorted(decoders or {"pyarrow"})) + "-streamed"
+def _decoders(decoders: set[str], *, streamed: bool) -> str:
+    """The ``decoder`` of a read decoded in pieces: the pieces' decoders, and whether the
+    pieces went to the job's sink."""
+    name = "+".join(sorted(decoders or {"pyarrow"}))
+    return f"{name}-streamed" if streamed else name
 
 
 def _streamed(job: Job, frame: pl.DataFrame) -> pl.DataFrame:
@@ -231,7 +233,7 @@ class Ranges(Strategy):
                 decoders.add(decoder)
         finally:
             ahead.close()
-        return _decoded(job, empty(plan, job.analysis), _streamed_decoders(decoders))
+        return _decoded(job, empty(plan, job.analysis), _decoders(decoders, streamed=True))
 
     @staticmethod
     def _page_plan(io: Io, job: Job) -> _pages.PagePlan | None:
@@ -303,22 +305,24 @@ class Batches(Strategy):
             batches[-1].append(g)
             used += size
         frames: list[pl.DataFrame] = []
+        decoders: set[str] = set()
         rows = 0
         for batch in (b for b in batches if b):
             with job.timings.phase("fetch"):
                 image = fetch_groups(io, job.obj, job.etag, plan, batch)
             try:
                 with job.timings.phase("execute"):
-                    piece, _ = decode(job.obj, image, plan, batch, job.analysis)
+                    piece, decoder = decode(job.obj, image, plan, batch, job.analysis)
             finally:
                 image.close()
+            decoders.add(decoder)
             frames.append(_streamed(job, piece))
             rows += piece.height
             if job.analysis.early_limit is not None and rows >= job.analysis.early_limit:
                 break
         frame = (pl.concat(frames, how="vertical_relaxed") if frames
                  else decode(job.obj, None, plan, (), job.analysis)[0])
-        return _decoded(job, frame, "pyarrow" if job.sink is None else "pyarrow-streamed")
+        return _decoded(job, frame, _decoders(decoders, streamed=job.sink is not None))
 
 
 #: In order: the first compatible one reads.
