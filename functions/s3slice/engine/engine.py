@@ -314,6 +314,7 @@ class Engine:
             raise ObjectChangedError("the object changed twice while being read",
                                      uri=obj.uri) from None
 
+
 def _unreadable(uri: str) -> AbstractContextManager[None]:
     """What a native library raises or panics with while reading the object at ``uri``,
     as an :class:`ObjectFormatError` naming it."""
