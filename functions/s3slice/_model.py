@@ -161,6 +161,10 @@ class Request:
 
     def query_hash(self) -> str:
         """A stable hash of what determines the result's content (not where it goes)."""
+        return self._query_hash
+
+    @functools.cached_property
+    def _query_hash(self) -> str:  # once per request, not once per object's output key
         material = {"query": self.query.canonical(),
                     "format": self.output.format if self.output else None,
                     "compression": self.output.compression if self.output else None}

@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
 
 
-
-
 # --------------------------------------------------------------------------- S3 (obstore)
 
 #: A ranged GET's body reaches the sink in chunks of at least this many bytes (the last
