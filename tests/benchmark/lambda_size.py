@@ -591,6 +591,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"- command: `{meta['command']}`",
         *[f"- resumed from: `{c}`" for c in meta.get("earlier", [])],
         f"- {meta.get('service_code', '')}",
+        "- s3slice's settings from the environment: "
+        + (", ".join(f"`{k}={v}`" for k, v in meta["service_env"].items())
+           if meta.get("service_env") else "none (its defaults)"),
         service_packages_line(meta.get("service_packages")),
         f"- peers' bytecode: {meta.get('peer_bytecode', 'none (the venv as installed)')}",
         *numpy_lines(doc["runs"]),
@@ -956,6 +959,10 @@ def main(argv: list[str] | None = None) -> int:
         "packages": report.package_versions(),
         "duckdb_memory_fraction": DUCKDB_MEMORY_FRACTION,
         "earlier": earlier,
+        # The workers inherit the environment: s3slice's settings given there change what
+        # is measured, so the report names them.
+        "service_env": {k: v for k, v in sorted(os.environ.items())
+                        if k.startswith("S3SLICE_")},
     }
     global PEERS, SERVICE
     service_dir: str | None = None  # None: the working tree, through the editable install
