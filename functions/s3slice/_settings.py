@@ -16,14 +16,9 @@ Strategy = Literal["auto", "ranges", "whole", "batches"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 MiB = 1024 * 1024
-#: A streamed read's bytes fetched ahead, by default, from 1,024 MB: chosen by measurement
-#: (seed-004 at 512 and 1,024 MB: the whole plan's warm GB-s, 65 MB less peak RSS; 32 MiB
-#: cost more at 1,024 MB and above). Below 1,024 MB it shrinks with the memory size, as
-#: Lambda's CPU share does: the windows ahead only have to keep a slower decode busy
-#: (seed-004 at 512 MB: 24 MiB, the same GB-s as 48 and 27 MB less peak RSS; 16 MiB
-#: fetched one window at a time and cost 35 % more), down to :data:`READ_AHEAD_FLOOR`.
+#: A streamed read's bytes fetched ahead, by default: chosen by measurement (seed-004 at
+#: 512 and 1,024 MB: the whole plan's warm GB-s, 65 MB less peak RSS; 32 MiB cost more).
 READ_AHEAD_DEFAULT = 48 * MiB
-READ_AHEAD_FLOOR = 24 * MiB
 #: Lambda's list price per GB-second of duration by architecture (``platform.machine()``),
 #: US East, first pricing tier.
 LAMBDA_GB_SECOND_PRICES = {"aarch64": 0.0000133334, "arm64": 0.0000133334,
@@ -58,11 +53,9 @@ class Settings:
     upload_part_size        S3SLICE_UPLOAD_PART_SIZE         32 MiB (a part of a multipart
                                                              upload; S3's least is 5 MiB)
     concurrency             S3SLICE_CONCURRENCY              scaled to memory (8..64)
-    read_ahead_mb           S3SLICE_READ_AHEAD_MB            48 from 1,024 MB of memory,
-                                                             48 per GB below (24 at least),
-                                                             at most a quarter of the memory
-                                                             budget (a streamed read's row
-                                                             groups fetched or decoding)
+    read_ahead_mb           S3SLICE_READ_AHEAD_MB            48, at most a quarter of the
+                                                             memory budget (a streamed read's
+                                                             row groups fetched or decoding)
     small_object_size       S3SLICE_SMALL_OBJECT_SIZE        4 MiB (known size below: one GET)
     whole_object_ratio      S3SLICE_WHOLE_OBJECT_RATIO       0.75 (needed/size above: whole)
     page_index_ratio        S3SLICE_PAGE_INDEX_RATIO         0.8 (page bytes/row-group bytes
@@ -132,8 +125,7 @@ class Settings:
         (one window at least: :mod:`s3slice.parquet.read_ahead`)."""
         if self.read_ahead_mb is not None:
             return self.read_ahead_mb * MiB
-        scaled = max(READ_AHEAD_FLOOR, READ_AHEAD_DEFAULT * self.memory_mb // 1024)
-        return max(MiB, min(READ_AHEAD_DEFAULT, scaled, self.memory_budget_bytes // 4))
+        return max(MiB, min(READ_AHEAD_DEFAULT, self.memory_budget_bytes // 4))
 
     @property
     def max_concurrency(self) -> int:

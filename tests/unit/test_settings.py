@@ -43,14 +43,3 @@ def test_upload_parts_in_flight_stay_within_a_quarter_of_the_budget(memory_mb: i
     s = Settings.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb)})
     assert s.upload_concurrency == in_flight
     assert in_flight == 1 or in_flight * s.upload_part_size <= s.memory_budget_bytes // 4
-
-
-@pytest.mark.parametrize(("memory_mb", "mib"), [
-    (10240, 48), (3008, 48), (1024, 48), (768, 36), (512, 24), (256, 24),
-    (128, 128 * 0.6 / 4)])  # a quarter of the budget bounds it below the floor
-def test_read_ahead_shrinks_with_the_cpu_share_below_a_gb(memory_mb: int, mib: float) -> None:
-    s = Settings.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb)})
-    assert s.read_ahead_bytes == int(mib * 1024 * 1024)
-    given = Settings.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
-                               "S3SLICE_READ_AHEAD_MB": "7"})
-    assert given.read_ahead_bytes == 7 * 1024 * 1024
