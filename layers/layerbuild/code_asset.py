@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .bytecode import Compiler, compile_sources, find_compiler
 from .errors import BuildError
-from .files import tree_size
+from .files import iter_files, tree_size
 from .layout import FUNCTION_DIR
 
 #: Where Lambda puts the function's code asset (``LAMBDA_TASK_ROOT``, on ``sys.path``).
@@ -72,14 +72,8 @@ def excluded(name: str) -> bool:
 def shipped_files(source: Path) -> list[Path]:
     """The files of ``source`` that go into the asset (relative paths, in a stable order):
     every regular file but ``EXCLUDED``'s and those in an excluded directory."""
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(source):
-        dirnames[:] = sorted(d for d in dirnames if not excluded(d))
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if not excluded(name) and path.is_file() and not path.is_symlink():
-                found.append(path.relative_to(source))
-    return found
+    return [path.relative_to(source) for path in iter_files(source, skip_dirs=EXCLUDED)
+            if not excluded(path.name)]
 
 
 def stage_code(source: Path, build_root: Path, python: str, *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -9,10 +10,13 @@ from pathlib import Path
 
 
 def iter_files(root: Path, *, skip_dirs: Iterable[str] = ()) -> Iterator[Path]:
-    """Regular files under ``root`` (symlinks are not followed), in a stable order."""
-    skip = set(skip_dirs)
+    """Regular files under ``root`` (symlinks are not followed), in a stable order; no
+    directory whose name matches a ``skip_dirs`` pattern (``fnmatch``, case-sensitive) is
+    entered."""
+    skip = tuple(skip_dirs)
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in skip)
+        dirnames[:] = sorted(d for d in dirnames
+                             if not any(fnmatch.fnmatchcase(d, p) for p in skip))
         for name in sorted(filenames):
             path = Path(dirpath, name)
             if path.is_file() and not path.is_symlink():
