@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .cases import Predicate, Query
-from .common import ACCESS_KEY, REGION, SECRET_KEY
+from .common import ACCESS_KEY, REGION, SECRET_KEY, polars_storage_options
 
 if TYPE_CHECKING:
     import polars as pl
@@ -208,13 +208,7 @@ def _jsonable(obj: Any) -> Any:
 def polars_scan(t: Target) -> Run:
     import polars as pl
 
-    storage_options = {
-        "aws_endpoint_url": t.endpoint,
-        "aws_access_key_id": ACCESS_KEY,
-        "aws_secret_access_key": SECRET_KEY,
-        "aws_region": REGION,
-        "aws_allow_http": "true",
-    }
+    storage_options = polars_storage_options(t.endpoint)
     source = f"s3://{t.bucket}/{t.prefix}*.{t.format}" if t.many else t.url
 
     def run() -> pl.DataFrame:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import resource
 import socket
+import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -19,6 +21,36 @@ REGION = "us-east-1"
 
 MB = 1_000_000
 MIB = 1 << 20
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process so far, every thread included."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def polars_storage_options(endpoint: str) -> dict[str, str]:
+    """polars' ``storage_options`` for the harness's S3 server at ``endpoint``."""
+    return {"aws_endpoint_url": endpoint, "aws_access_key_id": ACCESS_KEY,
+            "aws_secret_access_key": SECRET_KEY, "aws_region": REGION,
+            "aws_allow_http": "true"}
+
+
+def snapshot_service(commit: str) -> str:
+    """``git archive`` of functions/ at commit into .work, so every run measures the same
+    code while the working tree changes under it (the editable install points there)."""
+    dest = WORK / "s3slice-src" / commit[:12]
+    if not (dest / "functions" / "s3slice" / "handler.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "functions"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return str(dest / "functions")
 
 
 def free_port() -> int:

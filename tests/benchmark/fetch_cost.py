@@ -25,21 +25,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from .cases import ensure_data
-from .common import ACCESS_KEY, BUCKET, REGION, REPO, RESULTS, SECRET_KEY, WORK
+from .common import (
+    ACCESS_KEY,
+    BUCKET,
+    REGION,
+    REPO,
+    RESULTS,
+    SECRET_KEY,
+    WORK,
+    cpu_seconds,
+    polars_storage_options,
+)
 
 COLUMNS = ("col_1", "col_2")
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _needed_ranges(path: str) -> list[tuple[int, int]]:
@@ -90,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                         client_options={"allow_http": True})
         fetcher = S3Fetcher(Settings.from_env())
         obj = ObjectRef(bucket=BUCKET, key=key, size=size)
-        so = {"aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY,
-              "aws_region": REGION, "aws_endpoint_url": endpoint, "aws_allow_http": "true"}
+        so = polars_storage_options(endpoint)
         with open(local, "rb") as f:
             held = f.read()
         query = pl.col("col_1") <= 1000
@@ -120,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         cpu: dict[str, list[float]] = {name: [] for name, _ in ways}
         for _ in range(args.repeats):  # interleaved, so drift on the machine hits all alike
             for name, way in ways:
-                c = _cpu()
+                c = cpu_seconds()
                 way()
-                cpu[name].append(_cpu() - c)
+                cpu[name].append(cpu_seconds() - c)
     med = {name: statistics.median(v) for name, v in cpu.items()}
     lines = [
         "# CPU to fetch seed-004's needed column chunks", "",

@@ -47,7 +47,17 @@ from typing import Any
 from . import cpu_breakdown, report, selfcheck, substrate
 from .cases import Case, cases, data_dir, ensure_data, query_to_json
 from .cgroup import LambdaCgroup
-from .common import ACCESS_KEY, BUCKET, REGION, REPO, RESULTS, SECRET_KEY, WORK, client_env
+from .common import (
+    ACCESS_KEY,
+    BUCKET,
+    REGION,
+    REPO,
+    RESULTS,
+    SECRET_KEY,
+    WORK,
+    client_env,
+    snapshot_service,
+)
 from .lambda_worker import APPROACHES, SERVICE_APPROACH
 from .run import ensure_bucket, slug, upload
 
@@ -183,23 +193,6 @@ def compile_venv() -> str:
 
 def interpreter_for(approach: str) -> Interpreter:
     return SERVICE if approach == SERVICE_APPROACH else PEERS
-
-
-def snapshot_service(commit: str) -> str:
-    """``git archive`` of functions/ at commit into .work, so every run measures the same
-    code while the working tree changes under it (the editable install points there)."""
-    dest = WORK / "s3slice-src" / commit[:12]
-    if not (dest / "functions" / "s3slice" / "handler.py").exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "archive", commit, "functions"],
-            cwd=REPO,
-            capture_output=True,
-            check=True,
-            timeout=60,
-        )
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    return str(dest / "functions")
 
 
 def stage_service(functions_dir: str) -> tuple[str, str]:

@@ -2,15 +2,15 @@
 
     .venv/bin/python -m tests.benchmark.per_object --code worktree --code babf450 --runs 4
 
-For each ``--code`` (the working tree's ``functions/``, or a commit's, checked out with
-``git worktree`` under ``.work/``), a fresh interpreter starts MinIO (unshaped: straight to
-the server, no toxiproxy, so only s3slice's own work is timed), imports the handler from
-that code with the venv's packages, and answers one request over the prefix
-(``filter: x >= 0``, a Parquet output per object) ``--runs`` times. ``--code polars`` is
-the peer doing the same work as a five-line polars function called once per object:
-``scan_parquet`` of the object, the filter, ``write_parquet`` to S3, one object after
-another (the keys are known, so it makes no LIST). It prints the CPU
-seconds (user + sys, every thread) and the wall time of each run, and CPU per object.
+For each ``--code`` (the working tree's ``functions/``, or a commit's, a ``git archive``
+of it under ``.work/``, as ``lambda_size --service-commit`` takes), a fresh interpreter
+starts MinIO (unshaped: straight to the server, no toxiproxy, so only s3slice's own work
+is timed), imports the handler from that code with the venv's packages, and answers one
+request over the prefix (``filter: x >= 0``, a Parquet output per object) ``--runs``
+times. ``--code polars`` is the peer doing the same work as a five-line polars function
+called once per object: ``scan_parquet`` of the object, the filter, ``write_parquet`` to
+S3, one object after another (the keys are known, so it makes no LIST). It prints the
+CPU seconds (user + sys, every thread) and the wall time of each run, and CPU per object.
 The first run is a cold one (imports done, footers not cached); the later ones read the
 same keys, so their footers come from the cache as in a warm function. Writes
 ``results/<--out-stem>.md``.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -29,16 +28,21 @@ import time
 from pathlib import Path
 
 from .cases import ensure_data
-from .common import ACCESS_KEY, BUCKET, REGION, REPO, RESULTS, SECRET_KEY, WORK
+from .common import (
+    ACCESS_KEY,
+    BUCKET,
+    REGION,
+    REPO,
+    RESULTS,
+    SECRET_KEY,
+    cpu_seconds,
+    polars_storage_options,
+    snapshot_service,
+)
 
 SCALE = 1.0
 #: ``--code`` value naming the polars peer, not s3slice's code.
 POLARS = "polars"
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _code_dir(code: str) -> Path:
@@ -46,11 +50,7 @@ def _code_dir(code: str) -> Path:
         return REPO / "functions"
     rev = subprocess.run(["git", "rev-parse", code], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout.strip()
-    dest = WORK / "per-object-code" / rev[:12]
-    if not dest.exists():
-        subprocess.run(["git", "worktree", "add", "--detach", str(dest), rev], cwd=REPO,
-                       check=True, capture_output=True)
-    return dest / "functions"
+    return Path(snapshot_service(rev))
 
 
 def measure(code_dir: Path, runs: int, *, polars_peer: bool = False
@@ -79,9 +79,9 @@ def measure(code_dir: Path, runs: int, *, polars_peer: bool = False
             request = {"source": f"s3://{BUCKET}/{prefix}", "filter": "x >= 0",
                        "output": {"uri": f"s3://{BUCKET}/per-object-out/{time.time_ns()}-{i}/",
                                   "format": "parquet"}}
-            c, t = _cpu(), time.perf_counter()
+            c, t = cpu_seconds(), time.perf_counter()
             response = lambda_handler(request, LambdaContext())
-            cpu, wall = _cpu() - c, time.perf_counter() - t
+            cpu, wall = cpu_seconds() - c, time.perf_counter() - t
             objects = int(response["stats"]["objects"])
             out.append({"cpu_s": cpu, "wall_s": wall, "objects": objects,
                         "outputs": len(response["outputs"]),
@@ -94,17 +94,16 @@ def _measure_polars(endpoint: str, keys: list[str], runs: int) -> list[dict[str,
     """The polars peer: each object scanned, filtered and written to S3 on its own."""
     import polars as pl
 
-    so = {"aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY,
-          "aws_region": REGION, "aws_endpoint_url": endpoint, "aws_allow_http": "true"}
+    so = polars_storage_options(endpoint)
     out: list[dict[str, float]] = []
     for i in range(runs):
         prefix = f"s3://{BUCKET}/per-object-out/{time.time_ns()}-{i}/"
-        c, t = _cpu(), time.perf_counter()
+        c, t = cpu_seconds(), time.perf_counter()
         for key in keys:
             frame = pl.scan_parquet(f"s3://{BUCKET}/{key}", storage_options=so).filter(
                 pl.col("x") >= 0).collect()
             frame.write_parquet(f"{prefix}{key}.parquet", storage_options=so)
-        cpu, wall = _cpu() - c, time.perf_counter() - t
+        cpu, wall = cpu_seconds() - c, time.perf_counter() - t
         out.append({"cpu_s": cpu, "wall_s": wall, "objects": len(keys), "outputs": len(keys),
                     "cpu_ms_per_object": 1000 * cpu / len(keys)})
         print(json.dumps(out[-1]), flush=True)
