@@ -103,8 +103,11 @@ def eventbridge_object(event: Mapping[str, Any]) -> ObjectRef | Skipped:
 
     ev = S3EventBridgeNotificationEvent(dict(event))
     try:
-        ref = object_ref(ev.detail.bucket.name, ev.detail.object.key,
-                         size=ev.detail.object.size, etag=ev.detail.object.raw_event.get("etag"))
+        # S3 sends EventBridge keys as they are; Powertools' ``detail.object.key`` applies
+        # unquote_plus, which turns ``c++ 100%.parquet`` into another key: read the raw one.
+        raw = ev.detail.object.raw_event
+        ref = object_ref(ev.detail.bucket.name, raw["key"], size=raw.get("size"),
+                         etag=raw.get("etag"))
     except (KeyError, TypeError) as e:
         raise RequestError(f"not an S3 EventBridge event: missing {e}", field="detail") from None
     if ev.detail_type != "Object Created":
