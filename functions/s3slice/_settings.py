@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from s3slice._errors import RequestError
+from s3slice._errors import ConfigurationError, RequestError
 
 Strategy = Literal["auto", "ranges", "whole", "batches"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -160,37 +160,48 @@ class Settings:
         endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
         if endpoint:
             values["endpoint_url"] = endpoint
-        casts: dict[str, tuple[str, type]] = {
-            "strategy": ("S3SLICE_STRATEGY", str),
-            "memory_mb": ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", int),
-            "memory_budget_mb": ("S3SLICE_MEMORY_BUDGET_MB", int),
-            "tmp_dir": ("S3SLICE_TMP_DIR", str),
-            "footer_size": ("S3SLICE_FOOTER_SIZE", int),
-            "max_gap": ("S3SLICE_MAX_GAP", int),
-            "part_size": ("S3SLICE_PART_SIZE", int),
-            "fill_parts": ("S3SLICE_FILL_PARTS", int),
-            "upload_part_size": ("S3SLICE_UPLOAD_PART_SIZE", int),
-            "concurrency": ("S3SLICE_CONCURRENCY", int),
-            "read_ahead_mb": ("S3SLICE_READ_AHEAD_MB", int),
-            "small_object_size": ("S3SLICE_SMALL_OBJECT_SIZE", int),
-            "whole_object_ratio": ("S3SLICE_WHOLE_OBJECT_RATIO", float),
-            "page_index_ratio": ("S3SLICE_PAGE_INDEX_RATIO", float),
-            "footer_cache_mb": ("S3SLICE_FOOTER_CACHE_MB", int),
-            "request_timeout_s": ("S3SLICE_REQUEST_TIMEOUT_S", float),
-            "price_gb_second": ("S3SLICE_PRICE_GB_SECOND", float),
-            "price_get_per_1000": ("S3SLICE_PRICE_GET_PER_1000", float),
-            "price_put_per_1000": ("S3SLICE_PRICE_PUT_PER_1000", float),
-        }
-        for field, (name, cast) in casts.items():
+        for field, (name, cast) in _ENVIRONMENT.items():
             raw = env.get(name)
             if raw is None or raw == "":
                 continue
             try:
                 values[field] = cast(raw)
             except ValueError:
-                raise RequestError(f"cannot read {raw!r} as {cast.__name__}", field=name) from None
-        values.update({k: v for k, v in overrides.items() if v is not None})
+                raise ConfigurationError(f"cannot read {raw!r} as {cast.__name__}",
+                                         variable=name) from None
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
-        return cls(**values)
+        try:
+            return cls(**values)
+        except RequestError as e:
+            # A value the environment gave is the deployment's fault, not the caller's.
+            if e.field in given or e.field not in _ENVIRONMENT:
+                raise
+            raise ConfigurationError(e.message, variable=_ENVIRONMENT[e.field][0]) from None
+
+
+#: Each setting read from the environment: its variable and how its text is read.
+_ENVIRONMENT: dict[str, tuple[str, type]] = {
+    "strategy": ("S3SLICE_STRATEGY", str),
+    "memory_mb": ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", int),
+    "memory_budget_mb": ("S3SLICE_MEMORY_BUDGET_MB", int),
+    "tmp_dir": ("S3SLICE_TMP_DIR", str),
+    "footer_size": ("S3SLICE_FOOTER_SIZE", int),
+    "max_gap": ("S3SLICE_MAX_GAP", int),
+    "part_size": ("S3SLICE_PART_SIZE", int),
+    "fill_parts": ("S3SLICE_FILL_PARTS", int),
+    "upload_part_size": ("S3SLICE_UPLOAD_PART_SIZE", int),
+    "concurrency": ("S3SLICE_CONCURRENCY", int),
+    "read_ahead_mb": ("S3SLICE_READ_AHEAD_MB", int),
+    "small_object_size": ("S3SLICE_SMALL_OBJECT_SIZE", int),
+    "whole_object_ratio": ("S3SLICE_WHOLE_OBJECT_RATIO", float),
+    "page_index_ratio": ("S3SLICE_PAGE_INDEX_RATIO", float),
+    "footer_cache_mb": ("S3SLICE_FOOTER_CACHE_MB", int),
+    "request_timeout_s": ("S3SLICE_REQUEST_TIMEOUT_S", float),
+    "price_gb_second": ("S3SLICE_PRICE_GB_SECOND", float),
+    "price_get_per_1000": ("S3SLICE_PRICE_GET_PER_1000", float),
+    "price_put_per_1000": ("S3SLICE_PRICE_PUT_PER_1000", float),
+}

@@ -3,6 +3,10 @@ recursion guard between its output and the sources its triggers watch."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from s3slice import ConfigurationError, RequestError
@@ -37,6 +41,8 @@ def test_plain_sql_is_accepted_as_the_configured_query() -> None:
     ({"S3SLICE_OUTPUT_URI": "results/"}, "S3SLICE_OUTPUT_URI"),
     ({"S3SLICE_OUTPUT_URI": "s3://o/r/", "S3SLICE_OUTPUT_FORMAT": "xml"}, "S3SLICE_OUTPUT_URI"),
     ({"S3SLICE_SOURCE_URIS": "s3://ok/, nope"}, "S3SLICE_SOURCE_URIS"),
+    ({"S3SLICE_FOOTER_SIZE": "abc"}, "S3SLICE_FOOTER_SIZE"),
+    ({"S3SLICE_STRATEGY": "fast"}, "S3SLICE_STRATEGY"),
 ])
 def test_bad_configuration_names_the_variable(env: dict[str, str], variable: str) -> None:
     with pytest.raises(ConfigurationError, match=variable):
@@ -94,3 +100,18 @@ def test_a_bad_configured_query_names_the_variable_it_came_from(raw: object,
         parse_query_config(raw, variable="MY_QUERY")  # type: ignore[arg-type]
     assert info.value.variable == "MY_QUERY"
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(("variable", "value"), [("S3SLICE_FOOTER_SIZE", "abc"),
+                                                 ("S3SLICE_STRATEGY", "fast")])
+def test_a_bad_tuning_variable_fails_the_init(variable: str, value: str) -> None:
+    """Lambda imports the handler at init: a bad variable must fail there, as a
+    ConfigurationError, not as a RequestError on every invoke (which a Step Functions
+    Catch would blame on the caller)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("S3SLICE_")}
+    env[variable] = value
+    done = subprocess.run([sys.executable, "-c", "import s3slice.handler"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("s3slice._errors.ConfigurationError: " + variable), done.stderr

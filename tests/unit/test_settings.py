@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from s3slice import RequestError, Settings
+from s3slice import ConfigurationError, RequestError, Settings
 
 
 def test_environment_then_explicit_arguments() -> None:
@@ -26,15 +26,25 @@ def test_concurrency_scales_with_memory() -> None:
     assert 8 == small.max_concurrency < big.max_concurrency == 64
 
 
-@pytest.mark.parametrize(("env", "name"), [
-    ({"S3SLICE_STRATEGY": "fastest"}, "strategy"),
+@pytest.mark.parametrize(("env", "variable"), [
+    ({"S3SLICE_STRATEGY": "fastest"}, "S3SLICE_STRATEGY"),
+    ({"S3SLICE_STRATEGY": "fast"}, "S3SLICE_STRATEGY"),
+    ({"S3SLICE_FOOTER_SIZE": "abc"}, "S3SLICE_FOOTER_SIZE"),
     ({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),
-    ({"S3SLICE_PART_SIZE": "0"}, "part_size"),
-    ({"S3SLICE_UPLOAD_PART_SIZE": str(5 * 1024 * 1024 - 1)}, "upload_part_size"),
+    ({"S3SLICE_PART_SIZE": "0"}, "S3SLICE_PART_SIZE"),
+    ({"S3SLICE_UPLOAD_PART_SIZE": str(5 * 1024 * 1024 - 1)}, "S3SLICE_UPLOAD_PART_SIZE"),
 ])
-def test_bad_settings_are_named(env: dict[str, str], name: str) -> None:
-    with pytest.raises(RequestError, match=name):
+def test_a_bad_variable_is_a_configuration_error_naming_it(env: dict[str, str],
+                                                           variable: str) -> None:
+    with pytest.raises(ConfigurationError, match=variable) as info:
         Settings.from_env(env)
+    assert info.value.variable == variable
+
+
+def test_a_bad_explicit_argument_is_the_callers_request_error() -> None:
+    with pytest.raises(RequestError, match="strategy") as info:
+        Settings.from_env({}, strategy="fast")
+    assert not isinstance(info.value, ConfigurationError)
 
 
 @pytest.mark.parametrize(("memory_mb", "in_flight"), [(128, 1), (512, 2), (1024, 4), (10240, 12)])

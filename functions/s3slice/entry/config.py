@@ -27,6 +27,7 @@ from typing import Any
 
 from s3slice._errors import ConfigurationError, QueryError, RequestError
 from s3slice._model import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
+from s3slice._settings import Settings
 from s3slice.contract import QUERY_FIELDS
 from s3slice.query.analyzer import analyze
 
@@ -45,6 +46,7 @@ class Config:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
+        Settings.from_env(env)  # the tuning variables too: a bad one fails the init
         query = None
         raw_query = env.get("S3SLICE_QUERY", "").strip()
         if raw_query:
