@@ -19,10 +19,14 @@ MiB = 1024 * 1024
 #: A streamed read's bytes fetched ahead, by default: chosen by measurement (seed-004 at
 #: 512 and 1,024 MB: the whole plan's warm GB-s, 65 MB less peak RSS; 32 MiB cost more).
 READ_AHEAD_DEFAULT = 48 * MiB
-#: Lambda's list price per GB-second of duration by architecture (``platform.machine()``),
-#: US East, first pricing tier.
-LAMBDA_GB_SECOND_PRICES = {"aarch64": 0.0000133334, "arm64": 0.0000133334,
-                           "x86_64": 0.0000166667}
+Architecture = Literal["arm64", "x86_64"]
+ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
+#: Lambda's list price per GB-second of duration by architecture, US East, first pricing
+#: tier.
+LAMBDA_GB_SECOND_PRICES: dict[str, float] = {"arm64": 0.0000133334, "x86_64": 0.0000166667}
+#: ``platform.machine()`` on each of Lambda's architectures.
+_MACHINES: dict[str, Architecture] = {"aarch64": "arm64", "arm64": "arm64",
+                                      "x86_64": "x86_64"}
 
 
 def _physical_memory_mb() -> int:
@@ -43,7 +47,13 @@ class Settings:
                             AWS_ENDPOINT_URL
     region                  AWS_REGION, AWS_DEFAULT_REGION   us-east-1
     strategy                S3SLICE_STRATEGY                 auto
-    memory_mb               AWS_LAMBDA_FUNCTION_MEMORY_SIZE  the machine's memory
+    memory_mb               AWS_LAMBDA_FUNCTION_MEMORY_SIZE  the machine's memory (plans the
+                                                             budget and concurrency)
+    function_memory_mb      AWS_LAMBDA_FUNCTION_MEMORY_SIZE  unknown: the function's configured
+                                                             memory, which prices stats.cost
+                                                             (set with memory_mb when given)
+    architecture            S3SLICE_ARCHITECTURE             on Lambda this machine's, else
+                                                             arm64 (the stack's default)
     memory_budget_mb        S3SLICE_MEMORY_BUDGET_MB         60 % of memory_mb
     tmp_dir                 S3SLICE_TMP_DIR                  the system temp dir (/tmp on Lambda)
     footer_size             S3SLICE_FOOTER_SIZE              256 KiB (one suffix GET)
@@ -63,7 +73,7 @@ class Settings:
     footer_cache_mb         S3SLICE_FOOTER_CACHE_MB          64
     request_timeout_s       S3SLICE_REQUEST_TIMEOUT_S        30
     price_gb_second         S3SLICE_PRICE_GB_SECOND          Lambda's list price for the
-                                                             machine's architecture (arm64
+                                                             function's architecture (arm64
                                                              0.0000133334, x86_64 0.0000166667)
     price_get_per_1000      S3SLICE_PRICE_GET_PER_1000       0.0004 (S3 Standard GET, HEAD)
     price_put_per_1000      S3SLICE_PRICE_PUT_PER_1000       0.005 (S3 Standard PUT, LIST)
@@ -74,6 +84,8 @@ class Settings:
     region: str = "us-east-1"
     strategy: Strategy = "auto"
     memory_mb: int = 2048
+    function_memory_mb: int | None = None
+    architecture: Architecture = "arm64"
     memory_budget_mb: int | None = None
     tmp_dir: str = "/tmp"  # noqa: S108 - Lambda's only writable directory
     footer_size: int = 256 * 1024
@@ -93,6 +105,11 @@ class Settings:
     price_put_per_1000: float = 0.005
 
     def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise RequestError(f"must be one of {', '.join(ARCHITECTURES)}, got "
+                               f"{self.architecture!r}", field="architecture")
+        if self.function_memory_mb is not None and self.function_memory_mb <= 0:
+            raise RequestError("must be positive", field="function_memory_mb")
         if self.strategy not in STRATEGIES:
             raise RequestError(f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}",
                                field="strategy")
@@ -136,11 +153,11 @@ class Settings:
 
     @property
     def gb_second_price(self) -> float:
-        """USD per GB-second of Lambda duration: the setting, else the list price of this
-        machine's architecture."""
+        """USD per GB-second of Lambda duration: the setting, else the list price of the
+        function's architecture."""
         if self.price_gb_second is not None:
             return self.price_gb_second
-        return LAMBDA_GB_SECOND_PRICES.get(platform.machine(), LAMBDA_GB_SECOND_PRICES["x86_64"])
+        return LAMBDA_GB_SECOND_PRICES[self.architecture]
 
     def tmp_free_bytes(self) -> int:
         try:
@@ -157,6 +174,8 @@ class Settings:
             "memory_mb": _physical_memory_mb(),
             "tmp_dir": tempfile.gettempdir(),
         }
+        if env.get("AWS_LAMBDA_FUNCTION_NAME"):  # on Lambda, this machine is the function's
+            values["architecture"] = _MACHINES.get(platform.machine(), "x86_64")
         endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
         if endpoint:
             values["endpoint_url"] = endpoint
@@ -171,6 +190,9 @@ class Settings:
                                          variable=name) from None
         given = {k: v for k, v in overrides.items() if v is not None}
         values.update(given)
+        if "memory_mb" in given or env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"):
+            # A memory size that was given is the function's; the machine's RAM is not.
+            values.setdefault("function_memory_mb", values["memory_mb"])
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
@@ -187,6 +209,7 @@ class Settings:
 _ENVIRONMENT: dict[str, tuple[str, type]] = {
     "strategy": ("S3SLICE_STRATEGY", str),
     "memory_mb": ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", int),
+    "architecture": ("S3SLICE_ARCHITECTURE", str),
     "memory_budget_mb": ("S3SLICE_MEMORY_BUDGET_MB", int),
     "tmp_dir": ("S3SLICE_TMP_DIR", str),
     "footer_size": ("S3SLICE_FOOTER_SIZE", int),

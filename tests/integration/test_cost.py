@@ -4,9 +4,11 @@ S3 server saw and the duration the response reports."""
 from __future__ import annotations
 
 import json
+import platform
 
 import pytest
 
+from s3slice import ConfigurationError
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice._settings import LAMBDA_GB_SECOND_PRICES, Settings
@@ -61,8 +63,43 @@ def test_a_batch_reports_the_sum_of_its_objects_costs(priced: S3Env, monkeypatch
     assert response["stats"]["cost"]["gb_s"] > 0
 
 
-def test_the_default_price_is_the_list_price_of_the_architecture() -> None:
-    assert Settings().gb_second_price in set(LAMBDA_GB_SECOND_PRICES.values())
-    assert LAMBDA_GB_SECOND_PRICES["aarch64"] == 0.0000133334
-    assert LAMBDA_GB_SECOND_PRICES["x86_64"] == 0.0000166667
+def test_the_default_price_is_the_list_price_of_the_functions_architecture() -> None:
+    assert LAMBDA_GB_SECOND_PRICES == {"arm64": 0.0000133334, "x86_64": 0.0000166667}
+    # Outside Lambda the function's architecture is the stack's default, whatever this
+    # machine is; on Lambda it is the machine's; a setting names it anywhere.
+    assert Settings.from_env({}).gb_second_price == 0.0000133334
+    assert Settings.from_env({"S3SLICE_ARCHITECTURE": "x86_64"}).gb_second_price == 0.0000166667
+    on_lambda = Settings.from_env({"AWS_LAMBDA_FUNCTION_NAME": "f"})
+    assert on_lambda.architecture == ("arm64" if platform.machine() in ("aarch64", "arm64")
+                                      else "x86_64")
     assert Settings(price_gb_second=1.0).gb_second_price == 1.0
+    with pytest.raises(ConfigurationError, match="S3SLICE_ARCHITECTURE"):
+        Settings.from_env({"S3SLICE_ARCHITECTURE": "sparc"})
+
+
+def test_without_a_known_memory_size_the_duration_cost_is_unknown(
+        s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside Lambda, with no memory size given, nothing is priced from this machine's RAM:
+    gb_s and the dollars that depend on it are null; the S3 requests are still priced."""
+    s3.bucket(BUCKET)
+    s3.put_frame(BUCKET, "in/t.parquet", sample_table(10_000, seed=4))
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", raising=False)
+    _entry.reset()
+    s3.log.clear()
+    response = lambda_handler({"source": f"s3://{BUCKET}/in/t.parquet", "columns": ["col_1"],
+                               "output": f"s3://{BUCKET}/out/"}, LambdaContext())
+    cost = response["stats"]["cost"]
+    assert cost["gb_s"] is None and cost["memory_mb"] is None
+    assert cost["lambda_usd"] is None and cost["usd"] is None
+    gets, puts = s3.log.count("GET"), s3.log.count("PUT")
+    assert cost["s3_requests_usd"] == pytest.approx((gets * 0.0004 + puts * 0.005) / 1000)
+    event = {"Items": [{"Key": "in/t.parquet"}], "BatchInput": {"bucket": BUCKET, "query":
+             {"columns": ["col_1"]}, "output": f"s3://{BUCKET}/out/"}}
+    batch = lambda_handler(event, LambdaContext())
+    assert batch["stats"]["cost"] == {"gb_s": None, "usd": None}
+
+
+def test_a_memory_size_given_by_the_caller_prices_the_duration() -> None:
+    settings = Settings.from_env({}, memory_mb=1024)
+    assert settings.function_memory_mb == 1024
+    assert Settings.from_env({}).function_memory_mb is None

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from s3slice import _cost
 from s3slice._errors import (
     ObjectFormatError,
     S3SliceError,
@@ -68,7 +69,7 @@ def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output
     failures: list[S3SliceError] = []
     totals = {"objects": 0, "object_bytes": 0, "bytes_fetched": 0, "requests": 0,
               "rows_in": 0, "rows_out": 0}
-    spent = {"gb_s": 0.0, "usd": 0.0}  # the objects' cost, summed
+    spent: dict[str, float | None] = {"gb_s": 0.0, "usd": 0.0}  # the objects' cost, summed
     for obj in objects:
         if isinstance(obj, _events.Skipped):
             results.append({"source": obj.uri, "status": "skipped", "reason": obj.reason})
@@ -99,7 +100,7 @@ def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output
         for k in totals:
             totals[k] += getattr(stats, k)
         for k in spent:
-            spent[k] += stats.cost[k]
+            spent[k] = _cost.add(spent[k], stats.cost[k])
         results.append({"source": obj.uri, "status": "ok",
                         "outputs": [o["uri"] for o in answer.outputs],
                         "rows_out": stats.rows_out, "bytes_fetched": stats.bytes_fetched})
@@ -113,7 +114,8 @@ def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output
             first.args = (first.message,)
         raise first
     response = {"status": "ok", "objects": results,
-                "stats": {**totals, "cost": {k: round(v, 12) for k, v in spent.items()}}}
+                "stats": {**totals, "cost": {k: None if v is None else round(v, 12)
+                                               for k, v in spent.items()}}}
     return _compact(response) if compact else response
 
 
