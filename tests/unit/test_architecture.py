@@ -32,7 +32,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
                "query", "text"),
     "_spool": ("_errors", "fetch"),
     "_output": ("_cost", "_errors", "_model", "_read", "_spool", "engine"),
-    "entry": ("_errors", "_model", "_output", "_settings", "contract", "engine", "parquet",
+    "entry": ("_cost", "_errors", "_model", "_output", "_settings", "contract", "engine", "parquet",
               "query"),
     "handler": ("entry",),
     "_invoke": ("handler",),
