@@ -3,8 +3,9 @@
 - Logs: structured JSON on stderr, with the request id and, per object, its URI as the
   correlation keys. (Lambda sends both streams to CloudWatch; on the command line stdout
   carries only the JSON response.)
-- Metrics: CloudWatch EMF, flushed once per invocation: bytes fetched, requests, rows in
-  and out, objects per strategy, per-phase durations and errors by type. Off with
+- Metrics: CloudWatch EMF, flushed once per invocation by Powertools' ``log_metrics``
+  (with its ``ColdStart`` metric): bytes fetched, requests, rows in and out, objects per
+  strategy, per-phase durations and errors by type. Off with
   ``POWERTOOLS_METRICS_DISABLED=true``.
 - Tracing: an X-Ray subsegment per phase (plan, fetch, execute, write), only when the
   function runs in Lambda with tracing on and the X-Ray SDK is importable; otherwise
@@ -18,6 +19,7 @@ import functools
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -62,23 +64,27 @@ def record_stats(stats: Stats) -> None:
             _single("ObjectsByStrategy", "Strategy", strategy)
 
 
-def publish_metrics(handler: F) -> F:
-    """Flush the invocation's metrics when it ends, like Powertools' ``log_metrics``.
+def lambda_entry(handler: F) -> F:
+    """The handler under Powertools' own decorators: ``metrics.log_metrics`` (the
+    invocation's metrics flushed once, and a ``ColdStart`` metric) and
+    ``logger.inject_lambda_context`` (the request id and function in every log line).
 
     A failed request has already published its ``Errors`` metric on its own (a single
-    metric, for its own dimension) and has nothing else to publish: an empty set is
-    expected then, and is not flushed (Powertools would warn about it on every failure).
+    metric, for its own dimension), and with metrics off nothing is added: the empty set
+    is expected then, and Powertools' warning about it, on every such invocation, says
+    nothing. The filter is set in the invocation (it replaces an identical one), so that it
+    holds whatever reset the process's filters since the import.
     """
 
+    @metrics.log_metrics(capture_cold_start_metric=True)
+    @logger.inject_lambda_context
     @functools.wraps(handler)
-    def run(event: Any, context: Any) -> Any:
-        try:
-            return handler(event, context)
-        finally:
-            if metrics.metric_set:
-                metrics.flush_metrics()
+    def entry(event: Any, context: Any) -> Any:
+        warnings.filterwarnings("ignore", message="No application metrics to publish",
+                                category=UserWarning)
+        return handler(event, context)
 
-    return cast(F, run)
+    return cast(F, entry)
 
 
 def record_error(error_type: str) -> None:
