@@ -117,13 +117,13 @@ class Engine:
             elif src.is_glob:
                 pattern = _sources.glob_regex(src.key)
                 found = [o for o in self.fetcher.list_objects(src.bucket, src.listed)
-                         if pattern.match(o.key) and not o.key.endswith("/") and o.size != 0]
+                         if pattern.match(o.key) and _sources.listable(o)]
                 if not found:
                     raise ObjectNotFoundError("no objects match this pattern", uri=src.uri)
                 objects.extend(found)
             elif src.is_prefix:
                 found = [o for o in self.fetcher.list_objects(src.bucket, src.key)
-                         if not o.key.endswith("/") and o.size != 0]
+                         if _sources.listable(o)]
                 if not found:
                     raise ObjectNotFoundError("no objects under this prefix", uri=src.uri)
                 objects.extend(found)

@@ -58,6 +58,13 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
+def listable(obj: ObjectRef) -> bool:
+    """Whether a listed object is read: a folder marker (a key ending in ``/``) and an
+    empty object (a Spark folder's ``_SUCCESS``) are skipped. Objects whose size is not
+    known are read. The one rule for a prefix, a glob and a Distributed Map's items."""
+    return not obj.key.endswith("/") and obj.size != 0
+
+
 def hive_values(key: str) -> dict[str, str | None]:
     """``name=value`` directories of a key, in order (a later name wins)."""
     values: dict[str, str | None] = {}
