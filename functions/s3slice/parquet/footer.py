@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -114,6 +114,8 @@ def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> F
                                 f"{size}-byte object", uri=uri)
     if total > len(tail):
         raise FooterTooLarge(total)
+    if len(tail) >= size:  # the read holds the whole object: its start, too
+        check_head(tail, uri)
     framed = MAGIC + tail[len(tail) - total:]
     try:
         metadata = pq.read_metadata(pa.BufferReader(framed))
@@ -124,15 +126,57 @@ def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> F
                   before=bytes(tail[len(tail) - total - kept:len(tail) - total]))
 
 
+def check_head(head: bytes | memoryview, uri: str, *, at: int = 0) -> None:
+    """Bytes of the object from offset ``at`` must agree with the leading ``PAR1`` where
+    they overlap it."""
+    if at < len(MAGIC):
+        n = min(len(MAGIC) - at, len(head))
+        if bytes(head[:n]) != MAGIC[at:at + n]:
+            raise ObjectFormatError("not a Parquet object: no PAR1 magic at its start", uri=uri)
+
+
 def magic_checked(sink: Callable[[int, memoryview], None], uri: str
                   ) -> Callable[[int, memoryview], None]:
-    """``sink``, checking the leading ``PAR1`` of the part that starts the object."""
+    """``sink``, checking the leading ``PAR1`` of any piece that holds some of its bytes
+    (a piece may hold fewer than four: each is checked where it overlaps)."""
     def check(start: int, data: memoryview) -> None:
-        magic = MAGIC
-        if start == 0 and len(data) >= len(magic) and data[:len(magic)] != magic:
-            raise ObjectFormatError("not a Parquet object: no PAR1 magic at its start", uri=uri)
+        check_head(data, uri, at=start)
         sink(start, data)
     return check
+
+
+#: A read whose first range starts within this many bytes of the object's start fetches
+#: that range from byte 0, so that the leading ``PAR1`` is checked: at most this many
+#: bytes more, in a GET the read makes anyway (a column chunk of the first row group
+#: starts at byte 4). A read that needs nothing there makes no request for them.
+HEAD_REACH = 64 * 1024
+
+
+def reaching_head(ranges: Sequence[Range], sink: Callable[[int, memoryview], None],
+                  uri: str, *, reach: int = HEAD_REACH
+                  ) -> tuple[list[Range], Callable[[int, memoryview], None]]:
+    """``ranges`` and ``sink`` for a fetch that checks the leading magic: the range that
+    starts first, when it starts within ``reach`` bytes, is fetched from byte 0; the
+    bytes before it are checked and never reach ``sink`` (which sees exactly the bytes of
+    ``ranges``)."""
+    out = list(ranges)
+    if not out:
+        return out, sink
+    k = min(range(len(out)), key=lambda i: out[i][0])
+    first = out[k][0]
+    if first > reach:
+        return out, sink
+    out[k] = (0, out[k][1])
+
+    def trimmed(start: int, data: memoryview) -> None:
+        check_head(data, uri, at=start)
+        if start < first:
+            skip = min(first - start, len(data))
+            start, data = start + skip, data[skip:]
+            if not len(data):
+                return
+        sink(start, data)
+    return out, trimmed
 
 
 def footer_of(tail: bytes, size: int, before: Callable[[int, int], bytes], *, uri: str,

@@ -18,9 +18,9 @@ from s3slice._model import ObjectRef
 from s3slice._read import Copied, Io, ObjectResult, Timings
 from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.parquet import bloom as _bloom
-from s3slice.parquet.chunk_copy import check_chunks, check_decodes, copy_layout
+from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy_layout
 from s3slice.parquet.decode import empty
-from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked
+from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked, reaching_head
 from s3slice.parquet.footer_cache import FooterCache
 from s3slice.parquet.plan import Plan, plan_parquet
 from s3slice.parquet.strategies import Job, Strategy, choose, fetch_metadata
@@ -109,24 +109,20 @@ class ParquetReader:
         try:
             with timings.phase("fetch"):
                 file.write(0, memoryview(MAGIC))
-                self.io.fetch(obj, layout.fetch_ranges(s), footing.etag,
-                              layout.placing(file.write))
+                # From byte 0 when the first chunk starts near it: the object's magic is
+                # checked, and a wrong one fails the read (no decode would mend it).
+                ranges, sink = reaching_head(layout.fetch_ranges(s), layout.placing(file.write),
+                                             obj.uri)
+                self.io.fetch(obj, ranges, footing.etag, sink)
                 file.write(layout.footer_at, memoryview(layout.footer))
             with timings.phase("execute"):
-                with file.source() as f:
-                    check_chunks(layout, lambda at, n: read_at(f, at, n), obj.uri)
-                check_decodes(file.path, layout, plan.columns, obj.uri)
-                frame = empty(plan, analysis)
-        except ObjectFormatError as e:
-            # A copy in doubt is never written: the object is read as any other, whose
-            # decoders (polars, then pyarrow) answer it or name what is wrong with it.
-            logger.warning("the column chunks cannot be copied; decoding",
-                           extra={"uri": obj.uri, "error": e.message})
-            file.close()
-            return None
+                frame = self._checked(file, layout, plan, analysis, obj)
         except BaseException:
             file.close()
             raise
+        if frame is None:
+            file.close()
+            return None
         result = ObjectResult(obj=obj, frame=frame, size=footer.size,
                               row_groups=footer.metadata.num_row_groups,
                               row_groups_read=len(plan.row_groups), rows_in=layout.rows,
@@ -134,6 +130,22 @@ class ParquetReader:
                               inputs={"footer": footing.via, "output_bytes": layout.size,
                                       "codecs": sorted(layout.codecs)})
         return Copied(result=result, file=file, rows=layout.rows)
+
+    @staticmethod
+    def _checked(file: FileImage, layout: Layout, plan: Plan, analysis: Analysis,
+                 obj: ObjectRef) -> pl.DataFrame | None:
+        """The copy's empty frame once its chunks are checked; None when they are in doubt."""
+        try:
+            with file.source() as f:
+                check_chunks(layout, lambda at, n: read_at(f, at, n), obj.uri)
+            check_decodes(file.path, layout, plan.columns, obj.uri)
+        except ObjectFormatError as e:
+            # A copy in doubt is never written: the object is read as any other, whose
+            # decoders (polars, then pyarrow) answer it or name what is wrong with it.
+            logger.warning("the column chunks cannot be copied; decoding",
+                           extra={"uri": obj.uri, "error": e.message})
+            return None
+        return empty(plan, analysis)
 
     def _plan(self, obj: ObjectRef, footing: Footing, analysis: Analysis, timings: Timings,
               sink: Callable[[pl.DataFrame], None] | None) -> tuple[Job, Strategy]:

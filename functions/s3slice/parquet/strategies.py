@@ -28,7 +28,7 @@ from s3slice._settings import Settings
 from s3slice.fetch.image import FileImage, Image, MemoryImage
 from s3slice.parquet import pages as _pages
 from s3slice.parquet.decode import decode, empty
-from s3slice.parquet.footer import Footer, magic_checked
+from s3slice.parquet.footer import Footer, reaching_head
 from s3slice.parquet.plan import Plan
 from s3slice.parquet.read_ahead import ReadAhead, fetch_groups, windows
 from s3slice.query.analysis import Analysis, collect
@@ -69,6 +69,18 @@ def _decoded(job: Job, frame: pl.DataFrame, decoder: str) -> Decoded:
                    needed_bytes=job.plan.needed_bytes)
 
 
+Sink = Callable[[int, memoryview], None]
+
+
+def _head(ranges: Sequence[_ranges.Range], sink: Sink, obj: ObjectRef, etag: str | None
+          ) -> tuple[list[_ranges.Range], str | None, Sink]:
+    """``io.fetch``'s arguments after ``obj``, for a fetch that checks the object's leading
+    magic when its first range starts near byte 0
+    (:func:`s3slice.parquet.footer.reaching_head`)."""
+    wanted, checked = reaching_head(ranges, sink, obj.uri)
+    return wanted, etag, checked
+
+
 def fetch_metadata(io: Io, obj: ObjectRef, footer: Footer, ranges: Sequence[_ranges.Range],
                    etag: str | None) -> _ranges.Held:
     """Page-index or Bloom-filter ranges: from the footer's suffix read where it holds
@@ -78,7 +90,7 @@ def fetch_metadata(io: Io, obj: ObjectRef, footer: Footer, ranges: Sequence[_ran
     if footer.before:
         held.write(footer.before_range[0], memoryview(footer.before))
     wanted = _ranges.coalesce(ranges, max(io.settings.max_gap, _pages.INDEX_GAP))
-    io.fetch(obj, _ranges.subtract(wanted, footer.before_range), etag, held.write)
+    io.fetch(obj, *_head(_ranges.subtract(wanted, footer.before_range), held.write, obj, etag))
     return held
 
 
@@ -164,8 +176,8 @@ class Whole(Strategy):
             image.write(footer.data_end, memoryview(footer.raw))
             with job.timings.phase("fetch"):
                 held = (footer.data_end, footer.size)
-                io.fetch(job.obj, _ranges.parts(_ranges.subtract([(0, footer.size)], held), s),
-                         job.etag, magic_checked(image.write, job.obj.uri))
+                wanted = _ranges.parts(_ranges.subtract([(0, footer.size)], held), s)
+                io.fetch(job.obj, *_head(wanted, image.write, job.obj, job.etag))
             with job.timings.phase("execute"):
                 frame, decoder = _decode_plan(job, image, io.settings, complete=True)
         finally:
@@ -271,8 +283,8 @@ class Ranges(Strategy):
         s = io.settings
         with job.timings.phase("fetch"):
             held = _ranges.Held()
-            io.fetch(job.obj, _ranges.parts(_ranges.coalesce(pages.fetch_ranges(), s.max_gap), s),
-                     job.etag, held.write)
+            wanted = _ranges.parts(_ranges.coalesce(pages.fetch_ranges(), s.max_gap), s)
+            io.fetch(job.obj, *_head(wanted, held.write, job.obj, job.etag))
         with job.timings.phase("execute"):
             schema = job.footer.arrow_schema
             table = _pages.decode(job.footer, pages, held.read,
