@@ -4,10 +4,15 @@ Exit codes (also in ``s3slice --help``):
 
 0  the response was printed (``"status": "ok"``).
 1  an unexpected error, not one of the service's typed errors (a bug, or an environment
-   problem such as no AWS credentials): printed as JSON on stdout like a typed error, with
-   the exception's class as ``errorType``; no traceback.
-2  a typed error (``errorType``, ``errorMessage``, ``retryable`` as JSON on stdout), or a
-   command line the command cannot run (the message on stderr, as argparse prints it).
+   problem): printed as JSON on stdout like a typed error, with the exception's class as
+   ``errorType``; no traceback.
+2  a command line the command cannot run: the usage and the reason on stderr, as argparse
+   prints them; nothing was sent.
+3  a typed error of the service (``errorType``, ``errorMessage``, ``retryable`` as JSON on
+   stdout).
+
+stdout carries only the answer (the JSON response, or with ``--print`` the rows). Logs and
+metrics stay off the terminal unless ``--verbose`` is given; then they go to stderr.
 
 The program ends its process with :func:`os._exit` once its output is flushed, without
 finalizing the interpreter: see :func:`_end_process`.
@@ -25,16 +30,45 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from s3slice._errors import S3SliceError
-from s3slice._invoke import LambdaContext, StdoutClosed, invoke, print_json
+from s3slice._invoke import LambdaContext, StdoutClosed, invoke, print_json, print_rows
 
 #: The exit codes above.
-EXIT_OK, EXIT_UNEXPECTED, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 _EXIT_CODES = """exit codes:
   0  the response was printed ("status": "ok")
   1  an unexpected error (not a typed one): its type and message as JSON, no traceback
-  2  a typed error (errorType, errorMessage, retryable as JSON on stdout), or a command
-     line the command cannot run (the message on stderr)"""
+  2  a command line that cannot run: the reason on stderr, nothing sent
+  3  a typed error of the service: errorType, errorMessage, retryable as JSON on stdout"""
+
+_QUERY_EXAMPLES = """examples:
+  s3slice query --source s3://my-bucket/data/part-0.parquet \\
+      --columns col_1,col_2 --filter "col_1 <= 1000" --output s3://my-bucket/results/
+  s3slice query --source s3://my-bucket/data/ --print table \\
+      --sql "SELECT region, COUNT(*) AS n FROM s3object GROUP BY region"
+  s3slice query --source s3://my-bucket/logs/day.csv.gz --input-format csv \\
+      --delimiter ";" --columns user,status --filter "status = '500'" --print csv
+  s3slice query --source s3://my-bucket/data/part-0.parquet --columns a,b \\
+      --output s3://my-bucket/out/part-0-ab.parquet     # exactly that key
+"""
+
+_INVOKE_EXAMPLES = """examples:
+  s3slice invoke events/direct-invoke.json
+  s3slice invoke events/s3-put.json --endpoint-url http://127.0.0.1:9000 --verbose
+"""
+
+_DEMO_EXAMPLES = """examples:
+  s3slice demo
+  s3slice demo --rows 200000 --row-groups 4
+"""
+
+_TOP_EXAMPLES = """examples:
+  s3slice demo                     # the whole path on an embedded local S3, no AWS account
+  s3slice query --source s3://b/data/ --sql "SELECT COUNT(*) AS n FROM s3object" --print table
+  s3slice invoke events/direct-invoke.json
+  s3slice query --help             # every option of a query, with examples
+
+"""
 
 
 class UsageError(Exception):
@@ -54,8 +88,7 @@ def query_request(args: argparse.Namespace) -> dict[str, Any]:
                              "use --columns instead of --sql")
     if args.format is not None and not args.output:
         raise UsageError("--format is the format of the result written to --output; without "
-                         "--output nothing is written (the rows come back in the response "
-                         "with --return-rows)")
+                         "--output nothing is written (print the rows with --print)")
     request: dict[str, Any] = {
         "source": args.source if len(args.source) > 1 else args.source[0]}
     if args.sql is not None:
@@ -67,18 +100,52 @@ def query_request(args: argparse.Namespace) -> dict[str, Any]:
             request["filter"] = args.filter
         if args.limit is not None:
             request["limit"] = args.limit
+    read_as = {name: value for name, value in (("format", args.input_format),
+                                               ("delimiter", args.delimiter),
+                                               ("compression", args.compression))
+               if value is not None}
+    if read_as:
+        if "format" not in read_as:
+            raise UsageError("--delimiter and --compression describe a CSV or JSON source: "
+                             "give --input-format csv (or json) with them")
+        request["input"] = read_as
     if args.output:
         request["output"] = {"uri": args.output, "format": args.format or "parquet"}
-    if args.return_rows:
+    if args.return_rows or args.print:
         request["return_rows"] = True
     return request
 
 
+def _aws_environment(args: argparse.Namespace) -> dict[str, str]:
+    """The endpoint, profile, region and memory size a command names, as the variables the
+    function reads (on Lambda, Lambda sets them)."""
+    env: dict[str, str] = {}
+    if args.endpoint_url:
+        env["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
+    if args.profile:
+        env["AWS_PROFILE"] = args.profile
+    if args.region:
+        env["AWS_REGION"] = args.region
+    elif not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+        # The profile's region (or the default profile's), as the AWS CLI reads it.
+        import botocore.session
+
+        region = botocore.session.Session(profile=args.profile).get_config_variable("region")
+        if region:
+            env["AWS_REGION"] = region
+    if args.memory_mb is not None:
+        env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(args.memory_mb)
+    return env
+
+
 def _cmd_query(args: argparse.Namespace) -> int:
     request = query_request(args)
-    if args.endpoint_url:
-        os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
-    print_json(invoke(request, LambdaContext()))
+    response = invoke(request, LambdaContext(), environment=_aws_environment(args),
+                      verbose=args.verbose)
+    if args.print:
+        print_rows(response.get("rows", []), args.print)
+    else:
+        print_json(response)
     return EXIT_OK
 
 
@@ -97,9 +164,8 @@ def _read_event(path: str) -> Any:
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
     event = _read_event(args.event)
-    if args.endpoint_url:
-        os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
-    print_json(invoke(event, LambdaContext(timeout_s=args.timeout)))
+    print_json(invoke(event, LambdaContext(timeout_s=args.timeout),
+                      environment=_aws_environment(args), verbose=args.verbose))
     return EXIT_OK
 
 
@@ -109,40 +175,111 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return demo(rows=args.rows, row_groups=args.row_groups)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("s3slice")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from s3slice import __version__
+
+        return __version__
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _aws_options() -> argparse.ArgumentParser:
+    """The options every command that talks to S3 takes."""
+    aws = argparse.ArgumentParser(add_help=False)
+    group = aws.add_argument_group("AWS")
+    group.add_argument("--endpoint-url", help="an S3-compatible endpoint (else "
+                       "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL)")
+    group.add_argument("--profile", help="a named profile of ~/.aws/config: its credentials "
+                       "and its region")
+    group.add_argument("--region", help="the AWS region (else AWS_REGION, the profile's, "
+                       "or us-east-1)")
+    group.add_argument("--memory-mb", type=_positive, metavar="MB", help="price stats.cost "
+                       "and plan memory as a function of this size (outside Lambda the "
+                       "cost is otherwise unknown)")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="logs and EMF metrics on stderr, as the function writes them")
+    return aws
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="s3slice", description="Read only what a query needs from objects in S3.",
-        epilog=_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+        prog="s3slice", description="Read only what a query needs from objects in S3: "
+        "Parquet, CSV and JSON, by columns and rows, written back to S3 or printed.",
+        epilog=_TOP_EXAMPLES + _EXIT_CODES, formatter_class=_formatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    aws = _aws_options()
 
-    q = sub.add_parser("query", help="run a query on S3 objects and print the response",
-                       epilog=_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    q = sub.add_parser(
+        "query", parents=[aws], help="run a query on S3 objects",
+        description="Run a query on one object, a list, a prefix or a glob, as the function "
+        "does: only the bytes the query needs are fetched. The result is written to --output, "
+        "printed with --print, or both; the JSON response (with its stats) is printed "
+        "otherwise.", epilog=_QUERY_EXAMPLES + "\n" + _EXIT_CODES, formatter_class=_formatter)
     q.add_argument("--source", action="append", required=True, metavar="URI",
-                   help="s3://bucket/key, or s3://bucket/prefix/ (repeatable)")
+                   help="s3://bucket/key, s3://bucket/prefix/ or a glob such as "
+                   "s3://b/year=*/part-*.parquet (repeatable)")
     how = q.add_mutually_exclusive_group(required=True)
-    how.add_argument("--sql", help="SELECT ... FROM s3object [WHERE ...]")
+    how.add_argument("--sql", help="SELECT ... FROM s3object [WHERE ...] [GROUP BY ...] "
+                     "[LIMIT n], in S3 Select's dialect")
     how.add_argument("--columns", help="comma-separated column names")
     q.add_argument("--filter", help="a SQL condition, e.g. \"a <= 1000 AND b = 'x'\" "
                    "(with --columns; with --sql, write WHERE)")
     q.add_argument("--limit", type=int, help="at most this many rows (with --columns; with "
                    "--sql, write LIMIT)")
-    q.add_argument("--output", metavar="URI", help="s3://bucket/prefix/ for the result")
+    q.add_argument("--output", metavar="URI", help="s3://bucket/prefix/ (one result per "
+                   "object), or s3://bucket/key.parquet for exactly that key (a single "
+                   "result only)")
     q.add_argument("--format", choices=("parquet", "csv", "json"),
                    help="the format of the result written to --output (default parquet)")
-    q.add_argument("--return-rows", action="store_true", help="include the rows in the response")
-    q.add_argument("--endpoint-url", help="an S3-compatible endpoint (else AWS_ENDPOINT_URL_S3)")
+    q.add_argument("--print", choices=("table", "csv", "json"), help="print the rows on "
+                   "stdout in this form instead of the JSON response")
+    q.add_argument("--return-rows", action="store_true",
+                   help="include the rows in the JSON response")
+    source = q.add_argument_group("source format (default: from the key's extension, else "
+                                  "Parquet)")
+    source.add_argument("--input-format", choices=("parquet", "csv", "json"),
+                        help="read every source as this format")
+    source.add_argument("--delimiter", help="a CSV source's field delimiter (default ,)")
+    source.add_argument("--compression", choices=("auto", "none", "gzip", "bzip2", "zstd"),
+                        help="a CSV or JSON source's compression (default auto: from its "
+                        "bytes)")
     q.set_defaults(func=_cmd_query, parser=q)
 
-    i = sub.add_parser("invoke", help="run the Lambda handler on an event file",
-                       epilog=_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    i.add_argument("event", help="a JSON event file (see events/)")
-    i.add_argument("--endpoint-url", help="an S3-compatible endpoint (else AWS_ENDPOINT_URL_S3)")
+    i = sub.add_parser(
+        "invoke", parents=[aws], help="run the Lambda handler on an event file",
+        description="Run the function's handler on this machine on a JSON event, exactly as "
+        "Lambda would (any entry point: a direct request, an S3 or EventBridge event, SQS, a "
+        "Step Functions item, an S3 Select request).",
+        epilog=_INVOKE_EXAMPLES + "\n" + _EXIT_CODES, formatter_class=_formatter)
+    i.add_argument("event", help="a JSON event file (samples in events/)")
     i.add_argument("--timeout", type=float, default=900.0, help="the function's timeout, s")
     i.set_defaults(func=_cmd_invoke, parser=i)
 
-    d = sub.add_parser("demo", help="the whole path against an embedded local S3")
-    d.add_argument("--rows", type=int, default=2_000_000)
-    d.add_argument("--row-groups", type=int, default=8)
+    d = sub.add_parser(
+        "demo", help="the whole path against an embedded local S3",
+        description="Start an S3 server on 127.0.0.1, upload a generated table, run a query "
+        "through the handler and compare its result with a plain local polars read. Needs "
+        "no AWS account.", epilog=_DEMO_EXAMPLES, formatter_class=_formatter)
+    d.add_argument("--rows", type=_positive, default=2_000_000, help="rows of the table")
+    d.add_argument("--row-groups", type=_positive, default=8, help="its row groups")
     d.set_defaults(func=_cmd_demo, parser=d)
     return parser
 
@@ -170,7 +307,7 @@ def _run_command(args: argparse.Namespace) -> int:
     except UsageError as e:
         args.parser.print_usage(sys.stderr)
         print(f"{args.parser.prog}: error: {e}", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_USAGE
     except S3SliceError as e:
         print_json({"status": "error", **e.to_dict()})
         return EXIT_ERROR
@@ -178,7 +315,6 @@ def _run_command(args: argparse.Namespace) -> int:
         raise
     except Exception as e:  # noqa: BLE001 - reported as JSON with its type, not a traceback
         message = str(e) or type(e).__name__
-        print(f"s3slice: unexpected {type(e).__name__}: {message}", file=sys.stderr)
         print_json({"status": "error", "errorType": type(e).__name__, "errorMessage": message,
                 "retryable": False})
         return EXIT_UNEXPECTED

@@ -4,10 +4,15 @@ for Lambda's context, and the response printed as JSON on stdout."""
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
+import logging
+import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 
@@ -29,13 +34,79 @@ class LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def invoke(event: Any, context: LambdaContext) -> Any:
-    """The handler, with anything it prints (EMF metrics) sent to stderr: stdout carries
-    only the response."""
-    from s3slice.handler import lambda_handler
+def invoke(event: Any, context: LambdaContext, *, environment: Mapping[str, str] | None = None,
+           verbose: bool = True) -> Any:
+    """The handler, under ``environment`` (variables set for the call, then restored), with
+    anything it prints (EMF metrics) sent to stderr: stdout carries only the response.
+    Unless ``verbose``, its logs and metrics are off."""
+    quiet = {} if verbose else {"POWERTOOLS_METRICS_DISABLED": "true"}
+    with _environ({**(environment or {}), **quiet}):
+        from s3slice.entry.observe import logger
+        from s3slice.handler import lambda_handler
 
-    with contextlib.redirect_stdout(sys.stderr):
-        return lambda_handler(event, context)
+        level = logger.log_level
+        if not verbose:
+            logger.setLevel(logging.CRITICAL)
+        try:
+            # Powertools prints its ColdStart metric even with metrics off: quiet, whatever
+            # the handler prints goes nowhere.
+            with contextlib.redirect_stdout(sys.stderr if verbose else io.StringIO()):
+                return lambda_handler(event, context)
+        finally:
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _environ(variables: Mapping[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def print_rows(rows: Sequence[Mapping[str, Any]], form: str) -> None:
+    """Rows on stdout: ``json`` (one JSON object a line), ``csv`` (a header, then a line a
+    row) or ``table`` (every row, aligned)."""
+    try:
+        if form == "json":
+            for row in rows:
+                sys.stdout.write(json.dumps(row, default=str) + "\n")
+        elif form == "csv":
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            names = list(rows[0]) if rows else []
+            writer.writerow(names)
+            writer.writerows([row.get(n) for n in names] for row in rows)
+        else:
+            sys.stdout.write(_table(rows))
+        sys.stdout.flush()
+    except BrokenPipeError as e:
+        raise StdoutClosed from e
+
+
+def _table(rows: Sequence[Mapping[str, Any]]) -> str:
+    names = list(rows[0]) if rows else []
+    cells = [names, *([_cell(row.get(n)) for n in names] for row in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(names))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+             for line in cells]
+    if names:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return str(value)
 
 
 class StdoutClosed(Exception):

@@ -4,6 +4,7 @@ JSON was printed."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -41,10 +42,17 @@ class RangeFaults:
     def __init__(self) -> None:
         self.status: str | None = None
         self.hits = 0
+        #: The regions the requests were signed for (SigV4's credential scope).
+        self.regions: set[str] = set()
         self._lock = threading.Lock()
 
     def __call__(self, app: Any) -> Any:
         def wrapped(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            scope = re.search(r"Credential=[^/]+/\d+/([^/]+)/s3/",
+                              environ.get("HTTP_AUTHORIZATION", ""))
+            if scope:
+                with self._lock:
+                    self.regions.add(scope.group(1))
             status = self.status
             if (status is None or environ["REQUEST_METHOD"] != "GET"
                     or not _SPAN.match(environ.get("HTTP_RANGE") or "")):
@@ -86,17 +94,19 @@ def server(table: pl.DataFrame) -> Iterator[tuple[str, RangeFaults]]:
 def faults(server: tuple[str, RangeFaults]) -> Iterator[RangeFaults]:
     _, rules = server
     rules.status, rules.hits = None, 0
+    rules.regions.clear()
     yield rules
     rules.status = None
 
 
-def cli_run(endpoint: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli_run(endpoint: str, *args: str, timeout: float = 120, metrics: bool = False
+            ) -> subprocess.CompletedProcess[str]:
     """``python -m s3slice ARGS`` with the local credentials; a native abort would name
     itself on stderr (the fault handler is on)."""
     env = {**os.environ, **LOCAL_CREDENTIALS,
            "S3SLICE_PART_SIZE": str(256 * 1024),  # several ranged GETs in flight
            "S3SLICE_REQUEST_TIMEOUT_S": "2",
-           "POWERTOOLS_METRICS_DISABLED": "true",
+           "POWERTOOLS_METRICS_DISABLED": "false" if metrics else "true",
            "PYTHONFAULTHANDLER": "1"}
     env.pop("AWS_ENDPOINT_URL_S3", None)
     return subprocess.run([sys.executable, "-m", "s3slice", *args, "--endpoint-url", endpoint],
@@ -108,10 +118,10 @@ def describe(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.mark.slow
-def test_a_failed_range_read_exits_2_every_time(server: tuple[str, RangeFaults],
+def test_a_failed_range_read_exits_3_every_time(server: tuple[str, RangeFaults],
                                                 faults: RangeFaults) -> None:
     """Every column-chunk GET fails past the client's retries: each of the runs prints the
-    typed error and exits 2. Before the fix some aborted (134) or died of a bus error (135)
+    typed error and exits 3. Before the fix some aborted (134) or died of a bus error (135)
     after printing, when obstore's tokio threads called into a finalizing interpreter."""
     endpoint, _ = server
     faults.status = "500 Internal Server Error"
@@ -119,7 +129,7 @@ def test_a_failed_range_read_exits_2_every_time(server: tuple[str, RangeFaults],
     with ThreadPoolExecutor(PARALLEL) as pool:
         runs = list(pool.map(lambda _: cli_run(endpoint, *query), range(RUNS)))
     assert faults.hits >= RUNS, "the fault was not exercised"
-    failed = [p for p in runs if p.returncode != 2 or "Fatal Python error" in p.stderr
+    failed = [p for p in runs if p.returncode != 3 or "Fatal Python error" in p.stderr
               or "Traceback" in p.stderr]
     assert not failed, (f"{len(failed)} of {RUNS} runs did not end as documented; the "
                         f"first:\n{describe(failed[0])}")
@@ -189,6 +199,93 @@ def test_a_huge_limit_is_no_traceback(server: tuple[str, RangeFaults], faults: R
         if proc.returncode == 0:
             assert len(response["rows"]) == table.height, limit
         else:
-            assert proc.returncode == 2, (limit, describe(proc))
+            assert proc.returncode == 3, (limit, describe(proc))
             assert response["errorType"] == "RequestError", limit
             assert "limit" in response["errorMessage"], limit
+
+
+# ------------------------------------------------------------- a command line for people
+
+def test_stdout_holds_only_the_answer_and_stderr_nothing_unless_verbose(
+        server: tuple[str, RangeFaults], faults: RangeFaults) -> None:
+    endpoint, _ = server
+    query = ("query", "--source", SOURCE, "--columns", "col_1", "--filter", "col_1 <= 50")
+    quiet = cli_run(endpoint, *query, metrics=True)
+    assert quiet.returncode == 0, describe(quiet)
+    assert quiet.stderr == ""
+    assert json.loads(quiet.stdout)["status"] == "ok"
+    failed = cli_run(endpoint, "query", "--source", f"s3://{BUCKET}/missing.parquet",
+                     "--columns", "col_1", metrics=True)
+    assert failed.returncode == 3, describe(failed)
+    assert failed.stderr == ""  # the error once, as JSON on stdout
+    assert json.loads(failed.stdout)["errorType"] == "ObjectNotFoundError"
+    verbose = cli_run(endpoint, *query, "--verbose", metrics=True)
+    assert verbose.returncode == 0, describe(verbose)
+    assert json.loads(verbose.stdout)["status"] == "ok"
+    lines = [json.loads(line) for line in verbose.stderr.splitlines()]
+    assert any(line.get("message") == "request done" for line in lines)  # the logs
+    assert any("_aws" in line and "BytesFetched" in line for line in lines)  # EMF
+
+
+@pytest.mark.parametrize("form", ["table", "csv", "json"])
+def test_print_puts_the_rows_on_stdout(server: tuple[str, RangeFaults], faults: RangeFaults,
+                                       table: pl.DataFrame, form: str) -> None:
+    endpoint, _ = server
+    proc = cli_run(endpoint, "query", "--source", SOURCE, "--sql",
+                   "SELECT region, COUNT(*) AS n FROM s3object WHERE col_1 <= 300000 "
+                   "GROUP BY region ORDER BY region", "--print", form)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stderr == ""
+    expected = (table.filter(pl.col("col_1") <= 300_000).group_by("region")
+                .agg(pl.len().alias("n")).sort("region"))
+    if form == "json":
+        got = pl.DataFrame([json.loads(line) for line in proc.stdout.splitlines()])
+    elif form == "csv":
+        got = pl.read_csv(io.StringIO(proc.stdout))
+    else:
+        lines = proc.stdout.splitlines()
+        assert lines[0].split() == ["region", "n"] and set(lines[1]) <= {"-", " "}
+        assert lines[-1] == f"({expected.height} rows)"
+        got = pl.DataFrame([line.split() for line in lines[2:-1]], schema=["region", "n"],
+                           orient="row").with_columns(pl.col("n").cast(pl.Int64))
+    assert got.cast({"n": pl.UInt32}).equals(expected.cast({"n": pl.UInt32}))
+
+
+def test_a_profile_gives_its_credentials_and_its_region(
+        server: tuple[str, RangeFaults], faults: RangeFaults, tmp_path: Any) -> None:
+    endpoint, _ = server
+    (tmp_path / "config").write_text("[profile team]\nregion = eu-central-1\n")
+    (tmp_path / "credentials").write_text(
+        f"[team]\naws_access_key_id = {LOCAL_CREDENTIALS['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {LOCAL_CREDENTIALS['AWS_SECRET_ACCESS_KEY']}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_CONFIG_FILE=str(tmp_path / "config"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"))
+    proc = subprocess.run([sys.executable, "-m", "s3slice", "query", "--source", SOURCE,
+                           "--columns", "col_1", "--limit", "1", "--profile", "team",
+                           "--endpoint-url", endpoint], capture_output=True, text=True,
+                          timeout=120, env=env, check=False)
+    assert proc.returncode == 0, describe(proc)
+    assert faults.regions == {"eu-central-1"}
+    faults.regions.clear()
+    proc = subprocess.run([sys.executable, "-m", "s3slice", "query", "--source", SOURCE,
+                           "--columns", "col_1", "--limit", "1", "--profile", "team",
+                           "--region", "ap-south-1", "--endpoint-url", endpoint],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 0, describe(proc)
+    assert faults.regions == {"ap-south-1"}
+
+
+def test_a_csv_source_read_with_the_input_options(server: tuple[str, RangeFaults],
+                                                  faults: RangeFaults) -> None:
+    endpoint, _ = server
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    client.put_object(Bucket=BUCKET, Key="log.data", Body=gzip.compress(
+        b"user;status\nann;500\nbob;200\ncid;500\n"))
+    proc = cli_run(endpoint, "query", "--source", f"s3://{BUCKET}/log.data", "--input-format",
+                   "csv", "--delimiter", ";", "--compression", "gzip", "--columns", "user",
+                   "--filter", "status = 500", "--print", "csv")
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == "user\nann\ncid\n"

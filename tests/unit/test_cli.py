@@ -28,6 +28,38 @@ def test_the_request_carries_every_option_given() -> None:
         "output": {"uri": "s3://o/p/", "format": "csv"}, "return_rows": True}
     assert request_of("--columns", "a", "--output", "s3://o/p/")["output"] == {
         "uri": "s3://o/p/", "format": "parquet"}
+    assert request_of("--columns", "a", "--input-format", "csv", "--delimiter", ";",
+                      "--compression", "gzip", "--print", "csv") == {
+        "source": SOURCE, "columns": ["a"], "return_rows": True,
+        "input": {"format": "csv", "delimiter": ";", "compression": "gzip"}}
+
+
+def test_a_source_option_without_the_source_format_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, "query", "--source", SOURCE, "--columns", "a", "--delimiter", ";")
+    assert "give --input-format csv (or json)" in err
+
+
+def test_every_help_has_examples_and_query_a_description(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["query", "--help"], ["invoke", "--help"], ["demo", "--help"]):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(argv)
+        assert exited.value.code == 0
+        out = capsys.readouterr().out
+        assert "examples:\n  s3slice " in out, argv
+    with pytest.raises(SystemExit):
+        cli.main(["query", "--help"])
+    assert "only the bytes the query needs are fetched" in capsys.readouterr().out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"s3slice {version('s3slice')}\n"
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -35,7 +67,7 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     in argparse's form; returns stderr."""
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_ERROR == 2
+    assert code == cli.EXIT_USAGE == 2
     assert out == ""
     assert "usage: s3slice" in err and "Traceback" not in err
     return err
@@ -89,12 +121,12 @@ def test_invoke_on_a_file_that_is_not_json(capsys: pytest.CaptureFixture[str],
     assert "s3slice invoke: error: " in err and str(event) in err and reason in err
 
 
-def test_a_typed_error_is_json_and_exit_2(capsys: pytest.CaptureFixture[str],
+def test_a_typed_error_is_json_and_exit_3(capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    def invoke(event: Any, context: Any) -> Any:
+    def invoke(event: Any, context: Any, **_: Any) -> Any:
         raise RequestError("must not be negative, got -1", field="limit")
     monkeypatch.setattr(cli, "invoke", invoke)
-    assert cli.main(["query", "--source", SOURCE, "--columns", "a"]) == 2
+    assert cli.main(["query", "--source", SOURCE, "--columns", "a"]) == cli.EXIT_ERROR == 3
     out, err = capsys.readouterr()
     assert json.loads(out) == {"status": "error", "errorType": "RequestError",
                                "errorMessage": "limit: must not be negative, got -1",
@@ -109,7 +141,7 @@ def test_a_typed_error_is_json_and_exit_2(capsys: pytest.CaptureFixture[str],
 def test_an_unexpected_error_is_json_and_exit_1_without_a_traceback(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         error: Exception) -> None:
-    def invoke(event: Any, context: Any) -> Any:
+    def invoke(event: Any, context: Any, **_: Any) -> Any:
         raise error
     monkeypatch.setattr(cli, "invoke", invoke)
     assert cli.main(["query", "--source", SOURCE, "--columns", "a"]) == cli.EXIT_UNEXPECTED == 1
@@ -118,7 +150,7 @@ def test_an_unexpected_error_is_json_and_exit_1_without_a_traceback(
     message = str(error) or type(error).__name__
     assert response == {"status": "error", "errorType": type(error).__name__,
                         "errorMessage": message, "retryable": False}
-    assert err == f"s3slice: unexpected {type(error).__name__}: {message}\n"
+    assert err == ""  # stdout alone carries the error, once
 
 
 def test_the_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -127,4 +159,5 @@ def test_the_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> N
             cli.main(argv)
         assert exited.value.code == 0
         out = capsys.readouterr().out
-        assert "exit codes:" in out and "  2  a typed error" in out and "  1  an unexpected" in out
+        assert "exit codes:" in out and "  3  a typed error" in out and "  1  an unexpected" in out
+        assert "  2  a command line that cannot run" in out
