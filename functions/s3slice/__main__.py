@@ -181,9 +181,7 @@ def _version() -> str:
     try:
         return version("s3slice")
     except PackageNotFoundError:  # run from a source tree that was never installed
-        from s3slice import __version__
-
-        return __version__
+        return "(not installed)"
 
 
 def _positive(text: str) -> int:

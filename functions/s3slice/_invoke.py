@@ -41,10 +41,11 @@ def invoke(event: Any, context: LambdaContext, *, environment: Mapping[str, str]
     Unless ``verbose``, its logs and metrics are off."""
     quiet = {} if verbose else {"POWERTOOLS_METRICS_DISABLED": "true"}
     with _environ({**(environment or {}), **quiet}):
-        from s3slice.entry.observe import logger
         from s3slice.handler import lambda_handler
 
-        level = logger.log_level
+        # Powertools names its Logger after the service (entry/observe.py).
+        logger = logging.getLogger(os.environ.get("POWERTOOLS_SERVICE_NAME", "s3slice"))
+        level = logger.level
         if not verbose:
             logger.setLevel(logging.CRITICAL)
         try:
