@@ -4,11 +4,16 @@ polars names a time zone by the IANA database or a whole-hour offset; Arrow (and
 written by pyarrow) also allows any fixed offset such as ``-02:15``. polars refuses such a
 column (and its Parquet reader panics on it). A timestamp with a time zone is an instant,
 so the column is converted to UTC: the same instants, exactly, under a zone polars knows.
+
+INT96 timestamps (Spark's, Impala's) are decoded here from their 12 bytes
+(:func:`int96_timestamps`): neither polars (which clamps at nanoseconds) nor pyarrow (whose
+microsecond coercion goes through nanoseconds and wraps) can be trusted far from 1970.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any, cast
 
 import polars as pl
 import pyarrow as pa
@@ -51,3 +56,55 @@ def to_polars(table: pa.Table) -> pl.DataFrame:
     frame = pl.from_arrow(table, rechunk=False)
     assert isinstance(frame, pl.DataFrame)
     return frame
+
+
+#: The Julian day of 1970-01-01, INT96's epoch.
+JULIAN_EPOCH_DAY = 2_440_588
+_DAY_US = 86_400_000_000
+_DAY_NS = 86_400_000_000_000
+#: Days from 1970-01-01 to 1 January of the first year and of the year after the last an
+#: INT96 value may have: -262142 to 262141, proleptic Gregorian. polars (chrono) shows
+#: years -262143 to 262142; a year is kept each side, so a time zone never takes a value
+#: out of what polars can show.
+INT96_DAYS = (-96_464_927, 95_025_872)
+INT96_YEARS = (-262_142, 262_141)
+
+
+def int96_timestamps(column: pa.ChunkedArray[Any], typ: pa.DataType) -> pa.ChunkedArray[Any]:
+    """12-byte INT96 values (8 bytes of nanoseconds of the day, then 4 of the Julian day,
+    little-endian; ``fixed_size_binary(12)``) as ``typ``, a microsecond timestamp, exactly
+    as Spark reads them: ``(day - 2440588) * 86400 s`` plus the nanoseconds truncated to
+    microseconds. A ``ValueError`` names the first value outside :data:`INT96_YEARS` or
+    whose nanoseconds are not a time of day."""
+    chunks = [_int96_chunk(c, typ) for c in column.chunks]
+    return pa.chunked_array(chunks, type=cast(Any, typ))
+
+
+def _int96_chunk(chunk: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:
+    n = len(chunk)
+    data = chunk.buffers()[1]
+    if n == 0 or data is None:
+        return pa.array([None] * n, pa.int64()).cast(typ)
+    # The values as 3n little-endian 32-bit words: low and high nanoseconds, then the day.
+    words = pa.Array.from_buffers(pa.uint32(), 3 * n,
+                                  [None, data.slice(chunk.offset * 12, n * 12)])
+    w = pl.Series(words)
+    parts = pl.DataFrame({
+        "valid": pl.Series(chunk.is_valid()),
+        "nanos": w.gather_every(3, 0).cast(pl.Int64)
+        + w.gather_every(3, 1).reinterpret(signed=True).cast(pl.Int64) * (1 << 32),
+        "days": w.gather_every(3, 2).reinterpret(signed=True).cast(pl.Int64)
+        - JULIAN_EPOCH_DAY})
+    bad = parts.with_row_index().filter(pl.col("valid") & (
+        (pl.col("days") < INT96_DAYS[0]) | (pl.col("days") >= INT96_DAYS[1])
+        | (pl.col("nanos") < 0) | (pl.col("nanos") >= _DAY_NS)))
+    if bad.height:
+        first = bad.row(0, named=True)
+        raise ValueError(
+            f"the INT96 value of row {first['index']} (Julian day "
+            f"{first['days'] + JULIAN_EPOCH_DAY}, {first['nanos']} ns into the day) is not "
+            f"a time of day in years {INT96_YEARS[0]} to {INT96_YEARS[1]}, the range read "
+            "exactly")
+    micros = parts.select(pl.when(pl.col("valid")).then(
+        pl.col("days") * _DAY_US + pl.col("nanos") // 1000)).to_series()
+    return micros.to_arrow().cast(typ)

@@ -42,8 +42,9 @@ class InputSpec:
     # JSON: "lines" (one document per line), "document" (an array of records, or one
     # record), or "auto" (an array when the data starts with "[", else lines)
     json_type: Literal["lines", "document", "auto"] = "lines"
-    # S3 Select's ScanRange: records that start within [start, end] (end inclusive).
-    scan_range: tuple[int, int | None] | None = None
+    # S3 Select's ScanRange: records that start within [start, end] (end inclusive); no
+    # end: to the object's end; no start: those in the last ``end`` bytes.
+    scan_range: tuple[int | None, int | None] | None = None
     #: Every CSV value is a string, as in S3 Select (``CAST`` to compare as numbers).
     strings_only: bool = True
 

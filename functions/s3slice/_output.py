@@ -15,7 +15,9 @@ import gzip
 import hashlib
 import io
 import json
+import math
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,18 @@ MAX_INLINE_BYTES = 5 * 1024 * 1024
 EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "ndjson"}
 
 
+#: How a float that JSON cannot hold is written in every JSON answer (inline rows, NDJSON
+#: outputs, S3 Select's JSON records): as a string, as Spark's and Jackson's JSON writers
+#: do, so it is never confused with a null.
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
 def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
     buf = io.BytesIO()
     if output.format == "parquet":
         frame.write_parquet(buf, compression=output.compression)  # type: ignore[arg-type]
         return buf.getvalue()
+    frame = textual(frame)
     if output.format == "csv":
         nested = [n for n, t in frame.schema.items() if t.is_nested()]
         if nested:
@@ -46,7 +55,7 @@ def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
                                "or parquet, or select other columns", field="output.format")
         frame.write_csv(buf)
     else:
-        frame.write_ndjson(buf)
+        buf.write("".join(line + "\n" for line in json_records(frame)).encode())
     data = buf.getvalue()
     return gzip.compress(data, mtime=0) if output.compression == "gzip" else data
 
@@ -76,13 +85,113 @@ def _digest(*parts: str) -> str:
 
 
 def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """The rows as JSON objects: binary values as base64 text, NaN and infinities as the
+    strings of :data:`NON_FINITE`."""
+    frame = textual(frame)
     text = frame.write_json()
     if len(text) > MAX_INLINE_BYTES:
         raise ResultTooLargeError(
             f"{frame.height} rows are {len(text)} bytes as JSON; at most {MAX_INLINE_BYTES} "
             "are returned inline. Give an output location instead", field="return_rows")
     rows: list[dict[str, Any]] = json.loads(text)
+    for i, row in _non_finite_rows(frame):
+        rows[i] = {**rows[i], **{k: _patched(rows[i][k], v) for k, v in row.items()}}
     return rows
+
+
+def json_records(frame: pl.DataFrame) -> list[str]:
+    """One JSON object's text per row, as polars writes NDJSON, but binary values as base64
+    text and NaN and infinities as the strings of :data:`NON_FINITE` (polars writes null
+    for them). Records are split at ``\\n`` only: a string may hold U+2028 and the like."""
+    frame = textual(frame)
+    if not frame.height:
+        return []
+    lines = frame.write_ndjson().split("\n")
+    if len(lines) != frame.height + 1 or lines[-1]:
+        raise OutputError(f"polars wrote {len(lines) - 1} JSON lines for {frame.height} rows")
+    for i, row in _non_finite_rows(frame):
+        record = json.loads(lines[i], parse_float=Decimal)
+        lines[i] = _dump({**record, **{k: _patched(record[k], v) for k, v in row.items()}})
+    return lines[:-1]
+
+
+def textual(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every binary value (nested ones too) as its base64 text (RFC 4648,
+    padded), the form every text output (JSON, CSV, S3 Select's records) gives it."""
+    changed = [e.alias(name) for name, dtype in frame.schema.items()
+               if (e := _as_text(pl.col(name), dtype)) is not None]
+    return frame.with_columns(changed) if changed else frame
+
+
+def _as_text(e: pl.Expr, dtype: Any) -> pl.Expr | None:
+    if isinstance(dtype, pl.Binary):
+        return e.bin.encode("base64")
+    if isinstance(dtype, pl.List | pl.Array):
+        inner = _as_text(pl.element(), dtype.inner)
+        if inner is None:
+            return None
+        return (e.arr.to_list() if isinstance(dtype, pl.Array) else e).list.eval(inner)
+    if isinstance(dtype, pl.Struct):
+        fields = [(f.name, _as_text(e.struct.field(f.name), f.dtype)) for f in dtype.fields]
+        if all(sub is None for _, sub in fields):
+            return None
+        rebuilt = pl.struct([(e.struct.field(n) if sub is None else sub).alias(n)
+                             for n, sub in fields])
+        return pl.when(e.is_null()).then(None).otherwise(rebuilt)
+    return None
+
+
+def _non_finite(e: pl.Expr, dtype: Any) -> pl.Expr | None:
+    """Whether the value holds a NaN or an infinity (None: its type cannot)."""
+    if isinstance(dtype, pl.Float32 | pl.Float64):
+        return ~e.is_finite()
+    if isinstance(dtype, pl.List | pl.Array):
+        inner = _non_finite(pl.element(), dtype.inner)
+        if inner is None:
+            return None
+        return (e.arr.to_list() if isinstance(dtype, pl.Array) else e).list.eval(inner).list.any()
+    if isinstance(dtype, pl.Struct):
+        subs = [s for f in dtype.fields
+                if (s := _non_finite(e.struct.field(f.name), f.dtype)) is not None]
+        return pl.any_horizontal(subs) if subs else None
+    return None
+
+
+def _non_finite_rows(frame: pl.DataFrame) -> list[tuple[int, dict[str, Any]]]:
+    """(index, values of the columns that can hold a float) of each row holding a NaN or
+    an infinity."""
+    checks = {name: check for name, dtype in frame.schema.items()
+              if (check := _non_finite(pl.col(name), dtype)) is not None}
+    if not checks:
+        return []
+    mask = frame.select(pl.any_horizontal(list(checks.values())).fill_null(False)).to_series()
+    if not mask.any():
+        return []
+    hit = frame.select(list(checks)).filter(mask)
+    return list(zip(mask.arg_true().to_list(), hit.iter_rows(named=True), strict=True))
+
+
+def _patched(written: Any, value: Any) -> Any:
+    """``written`` (the JSON polars wrote for ``value``) with each NaN or infinity in
+    ``value`` as its :data:`NON_FINITE` string."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE[repr(value)]
+    if isinstance(value, dict) and isinstance(written, dict):
+        return {k: _patched(written.get(k), value.get(k)) for k in written}
+    if isinstance(value, list) and isinstance(written, list):
+        return [_patched(w, v) for w, v in zip(written, value, strict=False)]
+    return written
+
+
+def _dump(value: Any) -> str:
+    """Compact JSON, numbers written as parsed (``Decimal``: no digit changes)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_dump(k)}:{_dump(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(v) for v in value) + "]"
+    if isinstance(value, Decimal):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import gzip
 from collections.abc import Callable
 from pathlib import Path
@@ -181,6 +182,31 @@ def test_every_scan_range_picks_the_records_that_start_within_it() -> None:
             assert scan(SCANNED, (start, end), keep_header=False) == body, (start, end)
             with_header = body if start == 0 else header + body
             assert scan(SCANNED, (start, end), keep_header=True) == with_header, (start, end)
+
+
+def test_a_scan_range_with_end_only_picks_the_records_that_start_in_the_last_bytes() -> None:
+    n = len(SCANNED)
+    for last_n in range(n + 3):
+        body = b"" if last_n == 0 else picked_by_s3_select(SCANNED, max(0, n - last_n), None)
+        assert scan(SCANNED, (None, last_n), keep_header=False) == body, last_n
+        header = SCANNED[:SCANNED.index(b"\n") + 1]
+        with_header = body if last_n >= n else header + body
+        assert scan(SCANNED, (None, last_n), keep_header=True) == with_header, last_n
+
+
+@pytest.mark.parametrize(("spec", "data"), [
+    (InputSpec(format="csv", header="none"), b"1,a\n2,b\n"),
+    (InputSpec(format="csv", header="use", strings_only=False), b"n,s\n1,a\n2,b\n"),
+    (InputSpec(format="json", json_type="lines"), b'{"n":1,"s":"a"}\n{"n":2,"s":"b"}\n'),
+])
+def test_a_scan_range_holding_no_record_is_no_rows_in_the_objects_columns(
+        spec: InputSpec, data: bytes) -> None:
+    whole = read_text(data, spec, uri=URI)
+    for scan_range in ((len(data) + 5, None), (len(data) + 5, len(data) + 9), (None, 0),
+                       (3, 3)):
+        got = read_text(data, dataclasses.replace(spec, scan_range=scan_range), uri=URI)
+        assert got.height == 0, scan_range
+        assert got.schema == whole.schema, scan_range
 
 
 @pytest.mark.parametrize(("scan_range", "expected"), [

@@ -39,7 +39,14 @@ from s3slice._model import (
     one_char,
     parse_output,
 )
-from s3slice._output import MAX_INLINE_BYTES, output_key, put_all, timed_write
+from s3slice._output import (
+    MAX_INLINE_BYTES,
+    json_records,
+    output_key,
+    put_all,
+    textual,
+    timed_write,
+)
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats
 from s3slice.entry.observe import record_stats
@@ -102,19 +109,21 @@ def parse_input(raw: object) -> InputSpec:
                      comment=comment)
 
 
-def parse_scan_range(raw: object) -> tuple[int, int | None] | None:
+def parse_scan_range(raw: object) -> tuple[int | None, int | None] | None:
+    """(Start, End) as S3 Select reads them: both, the bytes Start to End inclusive; Start
+    only, from Start to the end; End only, the last End bytes (Start None)."""
     if raw is None:
         return None
     spec = _mapping(raw, "ScanRange")
-    start, end = spec.get("Start", 0), spec.get("End")
+    start, end = spec.get("Start"), spec.get("End")
     for name, value in (("Start", start), ("End", end)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 0):
             raise RequestError(f"expected a non-negative integer, got {value!r}",
                                field=f"ScanRange.{name}")
-    if end is not None and end < start:
+    if start is not None and end is not None and end < start:
         raise RequestError(f"End {end} is before Start {start}", field="ScanRange")
-    return start, end
+    return (0 if start is None and end is None else start), end
 
 
 def s3select_named(frame: pl.DataFrame, expression: str) -> pl.DataFrame:
@@ -155,15 +164,16 @@ def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
         raise RequestError(f"expected one or two characters, got {delimiter!r}",
                            field=f"{field}.{formats[0]}.RecordDelimiter")
     if formats[0] == "JSON":
-        lines = frame.write_ndjson().splitlines() if frame.height else []
-        return "".join(line + delimiter for line in lines).encode(), "json"
+        # NaN and infinities as strings, binary as base64 (json_records), one record per
+        # row: split at "\n" only, never at U+2028 and the like inside a value.
+        return "".join(line + delimiter for line in json_records(frame)).encode(), "json"
     where = f"{field}.CSV"
     quote_fields = options.get("QuoteFields", "ASNEEDED")
     if quote_fields not in ("ASNEEDED", "ALWAYS"):
         raise RequestError(f"must be ASNEEDED or ALWAYS, got {quote_fields!r}",
                            field=f"{where}.QuoteFields")
     buf = io.BytesIO()
-    frame = _nested_as_json_text(frame)
+    frame = _nested_as_json_text(textual(frame))
     frame.write_csv(buf, include_header=False,
                     separator=one_char(options, "FieldDelimiter", ",", where),
                     quote_char=one_char(options, "QuoteCharacter", '"', where),
@@ -196,6 +206,10 @@ def run_select(event: Mapping[str, Any], *, engine: Engine) -> dict[str, Any]:
                                field="ScanRange")
         spec = InputSpec(**{**spec.__dict__, "scan_range": scan_range})
     output = parse_output(event.get("output"))
+    if output is not None and output.bucket == bucket and key.startswith(output.prefix):
+        # The recursion guard of a direct request (_model's _check_disjoint).
+        raise RequestError(f"s3://{bucket}/{key} lies under the output location "
+                           f"{output.uri}; outputs are never read as input", field="output.uri")
     request = Request(sources=(ObjectRef(bucket=bucket, key=key),),
                       query=Query(sql=expression), input=spec)
     result = engine.read(request)

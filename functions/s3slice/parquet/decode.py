@@ -4,19 +4,22 @@ footer declares."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice._arrow import compatible, foreign_time_zones, to_polars
+from s3slice._arrow import compatible, foreign_time_zones, int96_timestamps, to_polars
 from s3slice._errors import ObjectFormatError, first_line, is_native_panic
 from s3slice._model import ObjectRef
 from s3slice.fetch.image import Image
-from s3slice.parquet.footer import INT96_UNIT, nested_columns
+from s3slice.parquet import thrift as _thrift
+from s3slice.parquet.footer import FOOTER_TRAILER, INT96_UNIT, MAGIC, Footer, nested_columns
 from s3slice.parquet.plan import Plan
 from s3slice.query.analysis import Analysis, collect
 
@@ -64,8 +67,11 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
         complete and list(groups) == list(plan.row_groups))
     rows = None if whole else _slice_of(md, groups, expected)
     counted = analysis.where is None and analysis.early_limit is None
+    # INT96 columns are decoded from their bytes (int96_timestamps), by pyarrow's read.
+    int96 = int96_metadata(plan.footer, obj.uri)
+    exact96 = sorted(int96[1] & set(columns)) if int96 is not None else []
     # polars reads a struct column whole: one read in part is pyarrow's.
-    polars_may = (whole or rows is not None) and not plan.fields and (
+    polars_may = (whole or rows is not None) and not plan.fields and not exact96 and (
         not foreign_time_zones(pa.schema([schema.field(c) for c in columns])))
     polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
     # polars filters while decoding, uncounted: for a slice, only where the footer's
@@ -80,7 +86,8 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
             return collect(analysis.prefilter(frame.lazy())), "polars"
         polars_rows = None if frame is None else frame.height
     try:
-        pf = pq.ParquetFile(image.source(), metadata=md, coerce_int96_timestamp_unit=INT96_UNIT)
+        pf = pq.ParquetFile(image.source(), metadata=int96[0] if int96 and exact96 else md,
+                            coerce_int96_timestamp_unit=INT96_UNIT)
         # One row group at a time (as fast), so each one's rows are counted.
         pieces = [pf.read_row_group(g, columns=plan.read_columns, use_threads=True)
                   for g in groups]
@@ -101,6 +108,12 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
             f"row group {g} holds {md.row_group(g).num_rows} rows by the footer, but "
             f"pyarrow decoded {n}{also}; no result is built from fewer rows", uri=obj.uri)
     table = pa.concat_tables(pieces)
+    for name in exact96:
+        try:
+            exact = int96_timestamps(table[name], schema.field(name).type)
+        except ValueError as e:
+            raise ObjectFormatError(f"column {name!r}: {e}", uri=obj.uri) from e
+        table = table.set_column(table.schema.get_field_index(name), name, exact)
     # The row groups stay separate chunks: rechunking would copy the whole decoded table
     # once more, at twice its memory for a moment.
     return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"
@@ -156,3 +169,74 @@ def ranges_text(groups: Iterable[int]) -> str:
         else:
             runs.append([g, g])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def int96_metadata(footer: Footer, uri: str) -> tuple[pq.FileMetaData, frozenset[str]] | None:
+    """The footer with each top-level INT96 column retyped FIXED_LEN_BYTE_ARRAY(12) (the
+    same PLAIN and dictionary bytes), so pyarrow hands over its 12 bytes for
+    :func:`~s3slice._arrow.int96_timestamps`, and those columns' names; None when the
+    object has no such column. Once per footer."""
+    memo = footer.memo.get("int96")
+    if memo is None:
+        memo = footer.memo.setdefault("int96", (_int96_as_bytes(footer, uri),))
+    return memo[0]  # type: ignore[no-any-return]
+
+
+def _int96_as_bytes(footer: Footer, uri: str) -> tuple[pq.FileMetaData, frozenset[str]] | None:
+    t = _thrift.thrift()
+    # A fresh parse: the footer's own Thrift objects are shared (footer cache, page index).
+    fmd = _thrift.read_struct("FileMetaData", footer.raw[:-FOOTER_TRAILER], uri)
+    names: set[str] = set()
+    i, children = 1, fmd.schema[0].num_children or 0
+    for _ in range(children):  # the root's children: leaves, or groups to step over
+        element = fmd.schema[i]
+        if not element.num_children and element.type == t.Type.INT96 and (
+                element.repetition_type != t.FieldRepetitionType.REPEATED):
+            element.type, element.type_length = t.Type.FIXED_LEN_BYTE_ARRAY, 12
+            names.add(element.name)
+        i += 1 + _descendants(fmd.schema, i)
+    if not names:
+        return None
+    for group in fmd.row_groups or []:
+        for chunk in group.columns or []:
+            meta = chunk.meta_data
+            if meta is not None and len(meta.path_in_schema) == 1 and (
+                    meta.path_in_schema[0] in names):
+                meta.type, meta.statistics = t.Type.FIXED_LEN_BYTE_ARRAY, None
+    fmd.key_value_metadata = _arrow_schema_as_bytes(fmd.key_value_metadata, names)
+    try:
+        md = pq.read_metadata(pa.BufferReader(MAGIC + _thrift.file_footer(fmd)))
+    except (OSError, pa.ArrowException, ValueError) as e:
+        raise ObjectFormatError(f"corrupt Parquet footer: {e}", uri=uri) from e
+    return md, frozenset(names)
+
+
+def _descendants(schema: list[Any], i: int) -> int:
+    """How many schema elements follow element ``i`` inside it."""
+    n, pending = 0, schema[i].num_children or 0
+    while pending:
+        n += 1
+        pending += (schema[i + n].num_children or 0) - 1
+    return n
+
+
+def _arrow_schema_as_bytes(items: list[Any] | None, names: set[str]) -> list[Any] | None:
+    """The key-value metadata, its stored Arrow schema (pyarrow's) typing ``names`` as
+    ``fixed_size_binary(12)``, or dropped when it cannot be read."""
+    if items is None:
+        return None
+    out = []
+    for kv in items:
+        if kv.key == "ARROW:schema":
+            try:
+                schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(kv.value)))
+                for name in names:
+                    i = schema.get_field_index(name)
+                    if i >= 0:
+                        schema = schema.set(i, schema.field(i).with_type(pa.binary(12)))
+                kv = _thrift.thrift().KeyValue(key=kv.key, value=base64.b64encode(
+                    schema.serialize().to_pybytes()).decode())
+            except (ValueError, KeyError, pa.ArrowException):
+                continue
+        out.append(kv)
+    return out

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3slice import _ranges
+from s3slice._arrow import int96_timestamps
 from s3slice._errors import ObjectFormatError
 from s3slice._ranges import Range
 from s3slice.parquet import plan as _plan
@@ -336,8 +337,12 @@ def _chunk_file(fmd: Any, g: int, position: int, pages: ChunkPages,
     size = sum(map(len, pieces))
     rows = sum(b - a for a, b in pages.rows)
     cc = fmd.row_groups[g].columns[position]
+    element = fmd.schema[1 + position]
+    if element.type == t.Type.INT96:  # its 12 bytes, for _arrow.int96_timestamps
+        element = t.SchemaElement(name=element.name, repetition_type=element.repetition_type,
+                                  type=t.Type.FIXED_LEN_BYTE_ARRAY, type_length=12)
     md = t.ColumnMetaData(
-        type=cc.meta_data.type, encodings=cc.meta_data.encodings,
+        type=element.type, encodings=cc.meta_data.encodings,
         path_in_schema=cc.meta_data.path_in_schema, codec=cc.meta_data.codec,
         num_values=rows, total_uncompressed_size=cc.meta_data.total_uncompressed_size,
         total_compressed_size=size - len(MAGIC), data_page_offset=data_offset,
@@ -345,7 +350,7 @@ def _chunk_file(fmd: Any, g: int, position: int, pages: ChunkPages,
     chunk = t.ColumnChunk(file_offset=len(MAGIC), meta_data=md)
     group = t.RowGroup(columns=[chunk], total_byte_size=size, num_rows=rows)
     root = t.SchemaElement(name="schema", num_children=1)
-    meta_out = t.FileMetaData(version=fmd.version, schema=[root, fmd.schema[1 + position]],
+    meta_out = t.FileMetaData(version=fmd.version, schema=[root, element],
                               num_rows=rows, row_groups=[group], created_by=fmd.created_by)
     return b"".join([*pieces, _thrift.file_footer(meta_out)])
 
@@ -366,10 +371,13 @@ def decode(footer: Footer, pages: PagePlan, read: Callable[[Range], bytes],
                 column = _rows(pq.read_table(
                     pa.BufferReader(data), coerce_int96_timestamp_unit=INT96_UNIT,
                 ).column(0), cp.rows, keep)
+                typ = schema.field(cp.column).type
+                if column.type == pa.binary(12) and pa.types.is_timestamp(typ):
+                    column = int96_timestamps(column, typ)  # INT96, exactly
             except (OSError, pa.ArrowException, ValueError) as e:
                 raise ObjectFormatError(f"corrupt Parquet data in column {cp.column!r} of "
                                         f"row group {g}: {e}", uri=uri) from e
-            arrays.append(_cast(column, schema.field(cp.column).type))
+            arrays.append(_cast(column, typ))
         tables.append(pa.Table.from_arrays(arrays, schema=schema))
     if not tables:
         return schema.empty_table()

@@ -83,10 +83,16 @@ def decompress(data: bytes, compression: Compression, *, uri: str) -> bytes:
     return data
 
 
-def scan(data: bytes, scan_range: tuple[int, int | None], *, keep_header: bool) -> bytes:
+def scan(data: bytes, scan_range: tuple[int | None, int | None], *,
+         keep_header: bool) -> bytes:
     """The records that start within the range, as S3 Select's ScanRange picks them: a
-    record starts at 0 or after a newline; one that starts inside is read to its end."""
+    record starts at 0 or after a newline; one that starts inside is read to its end. A
+    range with no start is the last ``end`` bytes (AWS: "End only: the last N bytes")."""
     start, end = scan_range
+    if start is None:
+        start, end = max(0, len(data) - (end or 0)), None
+        if not scan_range[1]:  # the last 0 bytes hold no record
+            start = len(data)
     last = len(data) - 1 if end is None else min(end, len(data) - 1)
     if start == 0:
         begin = 0
@@ -111,14 +117,33 @@ def read_text(data: bytes, spec: InputSpec, *, uri: str) -> pl.DataFrame:
                                                         and spec.json_type != "lines"):
             raise RequestError("a scan range applies only to uncompressed CSV and JSON lines",
                                field="ScanRange")
-        data = scan(data, spec.scan_range, keep_header=spec.format == "csv"
-                    and spec.header != "none")
+        header = spec.format == "csv" and spec.header != "none"
+        scanned = scan(data, spec.scan_range, keep_header=header)
+        if scanned.strip() == scan(data, (len(data), None), keep_header=header).strip():
+            # No record starts in the range (a start past the end, say): no rows, in the
+            # columns and types of the object's first record.
+            return _parse(_first_records(data, 2 if header else 1), spec, uri).clear()
+        data = scanned
+    return _parse(data, spec, uri)
+
+
+def _parse(data: bytes, spec: InputSpec, uri: str) -> pl.DataFrame:
     try:
         if spec.format == "csv":
             return _read_csv(data, spec)
         return _read_json(data, spec.json_type)
     except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as e:
         raise _format_error(e, spec, uri) from e
+
+
+def _first_records(data: bytes, count: int) -> bytes:
+    """The first ``count`` lines of ``data`` (the header and a record, or a record)."""
+    end = -1
+    for _ in range(count):
+        end = data.find(b"\n", end + 1)
+        if end < 0:
+            return data
+    return data[:end + 1]
 
 
 def _read_json(data: bytes, json_type: str) -> pl.DataFrame:
