@@ -95,16 +95,16 @@ def _int96_chunk(chunk: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:
         + w.gather_every(3, 1).reinterpret(signed=True).cast(pl.Int64) * (1 << 32),
         "days": w.gather_every(3, 2).reinterpret(signed=True).cast(pl.Int64)
         - JULIAN_EPOCH_DAY})
-    bad = parts.with_row_index().filter(pl.col("valid") & (
+    bad = parts.filter(pl.col("valid") & (
         (pl.col("days") < INT96_DAYS[0]) | (pl.col("days") >= INT96_DAYS[1])
         | (pl.col("nanos") < 0) | (pl.col("nanos") >= _DAY_NS)))
     if bad.height:
         first = bad.row(0, named=True)
         raise ValueError(
-            f"the INT96 value of row {first['index']} (Julian day "
-            f"{first['days'] + JULIAN_EPOCH_DAY}, {first['nanos']} ns into the day) is not "
-            f"a time of day in years {INT96_YEARS[0]} to {INT96_YEARS[1]}, the range read "
-            "exactly")
+            f"an INT96 value (Julian day {first['days'] + JULIAN_EPOCH_DAY}, "
+            f"{first['nanos']} ns into the day) is no instant of the years "
+            f"{INT96_YEARS[0]} to {INT96_YEARS[1]}, the ones polars can show: it cannot be "
+            "read exactly")
     micros = parts.select(pl.when(pl.col("valid")).then(
         pl.col("days") * _DAY_US + pl.col("nanos") // 1000)).to_series()
     return micros.to_arrow().cast(typ)

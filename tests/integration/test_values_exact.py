@@ -196,6 +196,25 @@ def test_int96_from_spark_reads_exactly_at_microseconds(lake: S3Env, query: dict
         assert texts[0] == "9999-12-31 03:00:00"
 
 
+@pytest.mark.parametrize("columns", [["ts"], ["id", "ts"]])
+def test_int96_columns_are_decoded_not_copied(lake: S3Env, columns: list[str]) -> None:
+    """A plain column selection to Parquet copies column chunks without decoding them
+    (``chunk_copy``); an INT96 chunk is decoded instead, so the output holds microsecond
+    timestamps any reader reads alike, and a value out of range is refused as above."""
+    values = [READABLE[i % len(READABLE)] for i in range(3_000)]
+    uri = put(lake, "spark/large.parquet", spark_int96_file(values))
+    response = invoke({"source": uri, "columns": columns, "output": f"s3://{RESULTS}/out/"})
+    assert response["stats"]["strategy"] != "copy"
+    got = pl.read_parquet(lake.get(response["outputs"][0]["uri"]))
+    assert got.columns == columns
+    assert got["ts"].cast(pl.Int64).to_list() == expected_micros(values)
+    far = put(lake, "spark/large-far.parquet",
+              spark_int96_file([*values, int96_of(SPARK_FAR)]))
+    with pytest.raises(ObjectFormatError, match="column 'ts'.*INT96"):
+        invoke({"source": far, "columns": columns, "output": f"s3://{RESULTS}/far/"})
+    assert lake.keys(RESULTS, "far/") == []
+
+
 def test_int96_rows_returned_inline_are_exact(lake: S3Env) -> None:
     values = [int96_of(SPARK_NEAR), None, int96_of("2500-01-01T00:00:00+00:00", 123_456_789)]
     uri = put(lake, "spark/inline.parquet", spark_int96_file(values))
@@ -211,12 +230,16 @@ def test_int96_rows_returned_inline_are_exact(lake: S3Env) -> None:
 @pytest.mark.parametrize("query", [
     {"columns": ["id", "ts"]}, {"columns": ["id", "ts"], "filter": "id >= 1"},
     {"columns": ["ts"]}, {"sql": "SELECT MAX(ts) AS m FROM s3object"}])
+@pytest.mark.parametrize("answer", [{"return_rows": True},
+                                    {"output": f"s3://{RESULTS}/out/"},
+                                    {"output": {"uri": f"s3://{RESULTS}/out/", "format": "json"}}])
 def test_an_int96_value_polars_cannot_show_is_a_typed_error(
-        lake: S3Env, value: tuple[int, int], query: dict[str, Any]) -> None:
+        lake: S3Env, value: tuple[int, int], query: dict[str, Any],
+        answer: dict[str, Any]) -> None:
     uri = put(lake, "spark/far.parquet",
               spark_int96_file([int96_of(SPARK_NEAR), value, None]))
-    with pytest.raises(ObjectFormatError, match="'ts'") as info:
-        invoke({"source": uri, **query, "return_rows": True})
+    with pytest.raises(ObjectFormatError, match="column 'ts'.*INT96") as info:
+        invoke({"source": uri, **query, **answer})
     assert info.value.uri == uri
     assert lake.keys(RESULTS) == []
 

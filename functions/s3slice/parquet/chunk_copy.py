@@ -115,6 +115,8 @@ def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
         return None
     wanted = set(plan.columns)
     chosen = [i for i, name in enumerate(names) if name in wanted]
+    if any(leaves[i].type == thrift().Type.INT96 for i in chosen):
+        return None  # decoded instead, exactly (decode.int96_metadata), or refused typed
     md = footer.metadata
     chunks: list[Chunk] = []
     groups = []
