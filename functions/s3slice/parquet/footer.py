@@ -67,6 +67,28 @@ class Footer:
         return bool(agree)
 
     @property
+    def leaf_tops(self) -> tuple[str, ...]:
+        """The top-level column of each leaf column (see :func:`leaf_tops`)."""
+        tops = self.memo.get("leaf_tops")
+        if tops is None:
+            tops = self.memo.setdefault("leaf_tops", leaf_tops(self.metadata))
+        return tops  # type: ignore[no-any-return]
+
+    @property
+    def shared_paths(self) -> frozenset[str]:
+        """Leaf paths that more than one leaf column has (a top-level ``user.id`` and the
+        ``id`` of a struct ``user``): statistics or filters found by such a path may be
+        another column's."""
+        shared = self.memo.get("shared_paths")
+        if shared is None:
+            paths = [self.metadata.schema.column(i).path
+                     for i in range(self.metadata.num_columns)]
+            shared = self.memo.setdefault("shared_paths", frozenset(
+                p for p in paths if paths.count(p) > 1) if len(set(paths)) < len(paths)
+                else frozenset())
+        return shared  # type: ignore[no-any-return]
+
+    @property
     def schema_names(self) -> list[str]:
         return list(self.arrow_schema.names)
 
@@ -93,8 +115,47 @@ def arrow_schema(footer: Footer) -> pa.Schema:
 
 def nested_columns(md: pq.FileMetaData) -> set[str]:
     """Top-level columns that are structs, lists or maps (their leaves have a path)."""
-    return {md.schema.column(i).path.split(".")[0] for i in range(md.num_columns)
-            if "." in md.schema.column(i).path or md.schema.column(i).max_repetition_level}
+    tops = leaf_tops(md)
+    return {tops[i] for i in range(md.num_columns)
+            if md.schema.column(i).path != tops[i] or md.schema.column(i).max_repetition_level}
+
+
+def leaf_tops(md: pq.FileMetaData) -> tuple[str, ...]:
+    """The top-level column each leaf column (by index) belongs to.
+
+    A leaf's dotted path cannot say it: a top-level name may hold a dot (``user.id``, a
+    leaf of its own, beside ``user``, a struct whose ``id`` has the same path). The leaves
+    are the schema's in order, so they are counted off each top-level field's Arrow type;
+    where that does not add up (it always should), each leaf goes to the longest top-level
+    name its path starts with.
+    """
+    schema = md.schema.to_arrow_schema()
+    paths = [md.schema.column(i).path for i in range(md.num_columns)]
+    tops = [f.name for f in schema for _ in range(_leaf_count(f.type))]
+    if len(tops) == len(paths) and all(_under(p, t) for p, t in zip(paths, tops, strict=True)):
+        return tuple(tops)
+    names = sorted(schema.names, key=len, reverse=True)
+    return tuple(next((n for n in names if _under(p, n)), p) for p in paths)
+
+
+def _under(path: str, name: str) -> bool:
+    return path == name or path.startswith(name + ".")
+
+
+def _leaf_count(t: pa.DataType) -> int:
+    """The Parquet leaf columns a field of Arrow type ``t`` is stored in."""
+    if isinstance(t, pa.ExtensionType):
+        return _leaf_count(t.storage_type)
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or (
+            pa.types.is_list_view(t) or pa.types.is_large_list_view(t)):
+        return _leaf_count(t.value_type)
+    if pa.types.is_dictionary(t):
+        return _leaf_count(t.value_type)
+    return 1
 
 
 def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> Footer:

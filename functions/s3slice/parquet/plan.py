@@ -19,7 +19,7 @@ from s3slice import _ranges
 from s3slice._errors import ObjectFormatError
 from s3slice._ranges import Range
 from s3slice._settings import Settings
-from s3slice.parquet.footer import MAGIC, Footer
+from s3slice.parquet.footer import MAGIC, Footer, leaf_tops
 from s3slice.query import predicate as P
 
 # ------------------------------------------------------------------------ statistics
@@ -127,13 +127,13 @@ class Plan:
 def cheapest_column(md: pq.FileMetaData, names: Sequence[str]) -> str:
     """The column with the fewest compressed bytes: what a row count needs to read."""
     sizes = dict.fromkeys(names, 0)
+    tops = leaf_tops(md)  # a top-level name may hold a dot: never split a path
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
         for i in range(rg.num_columns):
-            col = rg.column(i)
-            top = col.path_in_schema.split(".")[0]
+            top = tops[i]
             if top in sizes:
-                sizes[top] += col.total_compressed_size
+                sizes[top] += rg.column(i).total_compressed_size
     return min(names, key=lambda n: (sizes[n], names.index(n)))
 
 
@@ -148,13 +148,17 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
     wanted = set(columns)
     leaves = [md.schema.column(i).path for i in range(md.num_columns)]
     parts_of = _struct_parts(leaves, {c: f for c, f in (fields or {}).items() if c in wanted})
+    reads = [f for c in names if c in wanted for f in parts_of.get(c, (c,))]
+    tops = footer.leaf_tops
+    needed_leaves = {i for i, path in enumerate(leaves)
+                     if _needed(path, tops[i], wanted, parts_of, reads)}
     kept = prune(md, predicate)
     chunks: dict[int, tuple[Range, ...]] = {}
     for g in kept:
         rg = md.row_group(g)
         chunks[g] = tuple(
             chunk_range(md, g, i, footer=footer, uri=uri) for i in range(rg.num_columns)
-            if _needed(rg.column(i).path_in_schema, wanted, parts_of))
+            if i in needed_leaves)
     needed = sum(_ranges.total(r) for r in chunks.values())
     return Plan(footer=footer, row_groups=tuple(kept),
                 columns=tuple(c for c in names if c in wanted), chunks=chunks,
@@ -177,8 +181,11 @@ def _struct_parts(leaves: Sequence[str], fields: Mapping[str, Iterable[str]]
     return out
 
 
-def _needed(path: str, wanted: set[str], parts_of: Mapping[str, tuple[str, ...]]) -> bool:
-    top = path.split(".")[0]
-    if top not in wanted:
-        return False
-    return top not in parts_of or any(_under(path, f) for f in parts_of[top])
+def _needed(path: str, top: str, wanted: set[str], parts_of: Mapping[str, tuple[str, ...]],
+            reads: Sequence[str]) -> bool:
+    """A leaf of a needed column (``top``, its top-level column: a name may hold a dot, so
+    a path is never split), or one pyarrow's reader selects for a read name (it matches
+    dotted paths: ``user.id`` selects the ``id`` of a struct ``user`` too)."""
+    if any(_under(path, r) for r in reads):
+        return True
+    return top in wanted and (top not in parts_of or any(_under(path, f) for f in parts_of[top]))

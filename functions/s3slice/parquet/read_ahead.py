@@ -17,12 +17,13 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from s3slice._errors import ObjectError
 from s3slice._model import ObjectRef
 from s3slice._ranges import Range
 from s3slice._read import Io
 from s3slice.fetch.image import Image, MemoryImage
 from s3slice.parquet.footer import HEAD_REACH, reaching_head
-from s3slice.parquet.plan import Plan
+from s3slice.parquet.plan import Plan, chunk_range
 
 #: Fetches in flight at once, at most (each its own ``get_ranges`` call, whose parts run
 #: in parallel too).
@@ -60,6 +61,7 @@ def fetch_groups(io: Io, obj: ObjectRef, etag: str | None, plan: Plan,
     ``groups`` (the plan's kept ones by default), fetched in parallel; ``fill`` as in
     :meth:`Plan.fetch_ranges`. The caller closes it."""
     footer = plan.footer
+    check_planned(plan, plan.row_groups if groups is None else groups, obj.uri)
     image = MemoryImage(footer.size)
     try:
         image.write(footer.data_end, memoryview(footer.raw))
@@ -77,6 +79,38 @@ def fetch_groups(io: Io, obj: ObjectRef, etag: str | None, plan: Plan,
         image.close()
         raise
     return image
+
+
+def check_planned(plan: Plan, groups: Sequence[int], uri: str) -> None:
+    """Every column chunk the decoders may read for ``plan`` in ``groups`` is one the plan
+    fetches; else :class:`ObjectError`, before any fetch. An image is zeros where nothing was
+    fetched, and zeros decode as a corrupt page header at best, as values at worst.
+
+    The decoders' own rules, not the planner's: polars reads a column by its top-level
+    name, every leaf of it (a top-level name may hold a dot: ``user.id``); pyarrow reads
+    the leaves under each read name's dotted path (``user.id`` is also the ``id`` of a
+    struct ``user``).
+    """
+    footer = plan.footer
+    md = footer.metadata
+    tops = footer.leaf_tops
+    columns = set(plan.columns)
+    reads = plan.read_columns
+    leaves = [i for i in range(md.num_columns)
+              if (tops[i] in columns and tops[i] not in plan.fields)
+              or any(_under(md.schema.column(i).path, r) for r in reads)]
+    for g in groups:
+        have = set(plan.chunks.get(g, ()))
+        for i in leaves:
+            if chunk_range(md, g, i, footer=footer, uri=uri) not in have:
+                raise ObjectError(
+                    f"column {md.schema.column(i).path!r} of row group {g} would be decoded "
+                    "but its bytes are not in the read's plan; nothing unfetched is decoded",
+                    uri=uri)
+
+
+def _under(path: str, name: str) -> bool:
+    return path == name or path.startswith(name + ".")
 
 
 class ReadAhead:

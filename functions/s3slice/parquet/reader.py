@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import polars as pl
@@ -24,6 +25,7 @@ from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked, reac
 from s3slice.parquet.footer_cache import FooterCache
 from s3slice.parquet.plan import Plan, plan_parquet
 from s3slice.parquet.strategies import Job, Strategy, choose, fetch_metadata
+from s3slice.query import predicate as P
 from s3slice.query.analysis import Analysis
 
 logger = logging.getLogger("s3slice")
@@ -42,6 +44,28 @@ class Footing:
 
 #: A copy is made when the footer is at most 1/16 of the needed bytes (see ``copy``).
 COPY_FOOTER_RATIO = 16
+
+
+def judged(footer: Footer, predicate: P.Pred) -> P.Pred:
+    """``predicate`` less its comparisons of a column whose path another leaf shares
+    (:attr:`Footer.shared_paths`): their statistics and Bloom filters are found by path,
+    and may be the other column's, so they prune nothing."""
+    shared = footer.shared_paths & P.columns_of(predicate) if footer.shared_paths else None
+    return _opaque(predicate, shared) if shared else predicate
+
+
+def _opaque(pred: P.Pred, columns: AbstractSet[str]) -> P.Pred:
+    """``pred`` with every comparison of ``columns`` made opaque (judged by no statistic)."""
+    match pred:
+        case P.Cmp(column=c) | P.Between(column=c) | P.In(column=c) | P.IsNull(column=c):
+            return P.TRUE if c in columns else pred
+        case P.And(items=items):
+            return P.And(tuple(_opaque(p, columns) for p in items))
+        case P.Or(items=items):
+            return P.Or(tuple(_opaque(p, columns) for p in items))
+        case P.Not(item=item):
+            return P.Not(_opaque(item, columns))
+    return pred
 
 
 class ParquetReader:
@@ -89,8 +113,8 @@ class ParquetReader:
             columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
             if not columns:  # no column asked for: the plan would read one to count rows
                 return None
-            plan = plan_parquet(footer, columns=columns, predicate=analysis.predicate,
-                                uri=obj.uri)
+            plan = plan_parquet(footer, columns=columns,
+                                predicate=judged(footer, analysis.predicate), uri=obj.uri)
             # The copy needs the footer's Thrift form, parsed in Python at about 0.8 µs a
             # byte, where decoding costs some 35 ns a needed byte: a footer more than a
             # sixteenth of the needed bytes is not worth it (unless already parsed).
@@ -151,14 +175,15 @@ class ParquetReader:
               sink: Callable[[pl.DataFrame], None] | None) -> tuple[Job, Strategy]:
         footer = footing.footer
         columns = analysis.needed_columns(footer.schema_names, source=obj.uri)
-        plan = plan_parquet(footer, columns=columns, predicate=analysis.predicate, uri=obj.uri,
+        predicate = judged(footer, analysis.predicate)
+        plan = plan_parquet(footer, columns=columns, predicate=predicate, uri=obj.uri,
                             fields=analysis.fields())
         if analysis.pruned:
             plan = plan.keep(())
         # A whole object is already held: its Bloom filters could save no bytes.
         bloom = None
         if footing.whole is None:
-            plan, bloom = self._bloom_prune(obj, footer, plan, analysis, footing.etag)
+            plan, bloom = self._bloom_prune(obj, footer, plan, predicate, footing.etag)
         job = Job(obj=obj, footer=footer, plan=plan, etag=footing.etag, analysis=analysis,
                   timings=timings, whole=footing.whole, sink=sink)
         strategy = choose(job, self.io.settings)
@@ -173,7 +198,9 @@ class ParquetReader:
         cached = self.footers.get(obj, obj.etag)
         if cached is not None and (obj.size is None or obj.size == cached.size):
             return Footing(footer=cached, etag=obj.etag, via="cache")
-        if obj.size is not None and obj.size <= s.small_object_size:
+        # An empty object (a Spark _SUCCESS an event names) has no range to GET: its
+        # suffix GET learns that it is empty, and parsing it is an ObjectFormatError.
+        if obj.size is not None and 0 < obj.size <= s.small_object_size:
             return self._whole(obj, obj.size)
         known = self.footers.newest(obj) if obj.etag is None else None
         got = fetcher.get_tail(obj, s.footer_size, if_none_match=known[0] if known else None)
@@ -212,7 +239,7 @@ class ParquetReader:
             raise
         return Footing(footer=footer, etag=obj.etag, via="whole-object GET", whole=image)
 
-    def _bloom_prune(self, obj: ObjectRef, footer: Footer, plan: Plan, analysis: Analysis,
+    def _bloom_prune(self, obj: ObjectRef, footer: Footer, plan: Plan, predicate: P.Pred,
                      etag: str | None) -> tuple[Plan, dict[str, Any] | None]:
         """The plan less the row groups whose Bloom filters rule out every ``=``/IN value.
 
@@ -220,7 +247,7 @@ class ParquetReader:
         only when they come to at most ``bloom.MAX_SHARE`` of the plan's bytes; what was
         decided is returned for ``strategy_inputs``.
         """
-        where = _bloom.locate(footer, plan, analysis.predicate, uri=obj.uri)
+        where = _bloom.locate(footer, plan, predicate, uri=obj.uri)
         if not where:
             return plan, None
         filter_bytes = _ranges.total(where.values())
@@ -229,5 +256,5 @@ class ParquetReader:
         if filter_bytes > _bloom.MAX_SHARE * plan.needed_bytes:
             return plan, {**info, "used": False}
         held = fetch_metadata(self.io, obj, footer, list(where.values()), etag)
-        kept = _bloom.prune(footer, plan, analysis.predicate, where, held.read, uri=obj.uri)
+        kept = _bloom.prune(footer, plan, predicate, where, held.read, uri=obj.uri)
         return plan.keep(kept), {**info, "used": True, "row_groups_after": len(kept)}
