@@ -161,7 +161,8 @@ class Engine:
                 results = list(pool.map(self.bind(one), work))
         self.deadline()
         with timings.phase("execute"), contained(
-                lambda text: QueryError(f"polars failed running the query: {text}")):
+                lambda text: QueryError(f"polars failed running the query: {text}"),
+                native=(pl.exceptions.PolarsError,)):
             per_object = None
             if finish is not None:
                 frame = collect(finish(_combine([(r.obj.uri, r.frame) for r in results]).lazy()))
@@ -294,8 +295,11 @@ class Engine:
 
         def finished(piece: pl.DataFrame) -> None:
             assert sink is not None
-            with contained(lambda text: QueryError(f"polars failed running the query: {text}")):
-                sink.write(collect(analysis.finish(piece.lazy())))
+            # inside the object's read, but the query's failure: never the object's
+            with contained(lambda text: QueryError(f"polars failed running the query: {text}"),
+                           native=(pl.exceptions.PolarsError,)):
+                frame = collect(analysis.finish(piece.lazy()))
+            sink.write(frame)
 
         def attempt(o: ObjectRef) -> ObjectResult:
             with _unreadable(o.uri):

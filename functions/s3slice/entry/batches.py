@@ -31,6 +31,7 @@ from s3slice._errors import (
 from s3slice._model import ObjectRef, OutputSpec, Query, Request
 from s3slice._output import Answer, run
 from s3slice.engine.engine import Engine
+from s3slice.engine.sources import listable
 from s3slice.entry import events as _events
 from s3slice.entry import workflow as _reduce
 from s3slice.entry.config import Config
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 
 #: Step Functions' state payload limit is 256 KiB; responses stay well below it.
 MAX_STATE_RESPONSE_BYTES = 200 * 1024
+#: Why an item is not read.
+NOT_LISTABLE = "a folder marker or an empty object (a read of the prefix skips it too)"
+UNDER_OUTPUT = "under the output location"
 
 
 @contextmanager
@@ -77,8 +81,7 @@ def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output
         if cfg.is_output(obj, output):
             logger.warning("object under the output location skipped (recursion guard)",
                            extra={"object": obj.uri})
-            results.append({"source": obj.uri, "status": "skipped",
-                            "reason": "under the output location"})
+            results.append({"source": obj.uri, "status": "skipped", "reason": UNDER_OUTPUT})
             continue
         try:
             answer = _contained_run(obj, query, output, engine)
@@ -113,9 +116,11 @@ def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output
                              f"{first.message} (all {len(objects)} objects failed)")
             first.args = (first.message,)
         raise first
+    skipped = sum(r["status"] == "skipped" for r in results)
     response = {"status": "ok", "objects": results,
-                "stats": {**totals, "cost": {k: None if v is None else round(v, 12)
-                                               for k, v in spent.items()}}}
+                "stats": {**totals, "objects_skipped": skipped,
+                          "cost": {k: None if v is None else round(v, 12)
+                                   for k, v in spent.items()}}}
     return _compact(response) if compact else response
 
 
@@ -183,9 +188,17 @@ def step_functions(event: Mapping[str, Any], engine: Engine, cfg: Config, contex
     objects = _events.step_functions_objects(event, kind, batch.bucket)
     query, output = cfg.require(what="a Step Functions input", query=batch.query,
                                 output=batch.output, given_in="BatchInput")
+    # Items come from a listing: what a read of the listed prefix skips is skipped here
+    # too, by the same rule (a Spark folder's marker and its empty _SUCCESS).
+    items: list[ObjectRef | _events.Skipped] = [
+        o if listable(o) else _events.Skipped(uri=o.uri, reason=NOT_LISTABLE)
+        for o in objects]
     if kind == "sfn-batch" and batch.run is not None:
-        mapped = [o for o in objects if not cfg.is_output(o, output)]
-        partial = _reduce.map_batch(mapped, query, output, batch.run, engine) if mapped else None
+        read = [o for o in items if isinstance(o, ObjectRef) and not cfg.is_output(o, output)]
+        skipped = [o if isinstance(o, _events.Skipped) else
+                   _events.Skipped(uri=o.uri, reason=UNDER_OUTPUT) for o in items
+                   if not isinstance(o, ObjectRef) or cfg.is_output(o, output)]
+        partial = _reduce.map_batch(read, skipped, query, output, batch.run, engine)
         if partial is not None:
             return partial
-    return run_objects(list(objects), query, output, engine, cfg, compact=True)
+    return run_objects(items, query, output, engine, cfg, compact=True)

@@ -6,14 +6,31 @@ Distributed Map workflow each batch, given the execution's name as ``BatchInput.
 reads its objects as one many-object read, applies the partial plan and writes the
 partial frame as Parquet under ``<output uri>_partials/<run>/`` (named by the batch's
 objects, so a retried batch overwrites its own), returning ``{"status": "ok", "partial":
-uri, "stats": ...}``. The reduce step (``{"Reduce": {"run", "query", "output",
-"batches"}}``) reads every partial of the run with the engine, refuses when there are
-fewer or more than ``batches`` of them (a failed batch never yields a reduced answer over
-missing data), applies the final plan, writes ``<output uri>combined.<hash>.<ext>``,
-deletes the partials and answers as a direct invoke does, its stats summed over the
-batches (each partial carries its batch's stats in its Parquet metadata). A partial that
-cannot be deleted is named in ``partials_left``; the answer stands. A map that ran no
-batch (no objects listed) has no answer to reduce: a typed ``ObjectNotFoundError``.
+uri, "stats": ...}``. Items a prefix read skips (folder markers and empty objects, by the
+engine's own rule, :func:`s3slice.engine.sources.listable`) and objects under the output
+location are not read: they are counted in the stats' ``objects_skipped`` and named in
+``skipped``. A batch left with nothing to read writes an empty partial (no columns), so
+that the reduce still finds one partial per batch.
+
+Each partial names, in its Parquet metadata, the run and the query (its hash) it was
+computed for, and its batch's stats. The reduce step (``{"Reduce": {"run", "query",
+"output", "batches"}}``) reads every partial's footer first and refuses with a typed
+``QueryError`` a partial of another query or run (a batch re-run with another query
+overwrites its partial: a reduce over it would be a wrong answer). It refuses with
+``ObjectNotFoundError`` when there are fewer or more than ``batches`` partials (a failed
+batch never yields a reduced answer over missing data), or when no batch had an object
+to read. It then applies the final plan, writes ``<output uri>combined.<hash>.<ext>``,
+then the run's manifest ``_partials/<run>/reduced.json`` (the run, the query's hash and
+the response), deletes the partials and answers as a direct invoke does, its stats
+summed over the batches. A partial that cannot be deleted is named in
+``partials_left``; the answer stands.
+
+A reduce re-run (the workflow retries the reduce, and a retry can come after a reduce
+that completed) finds the manifest and answers with the response it recorded, once it
+has checked that the manifest is this query's and that the answer is still there
+(``ObjectNotFoundError`` when it was removed since); a partial still left is deleted
+then. A reduce interrupted before its manifest was written finds the partials and
+writes the same answer again, under the same key.
 
 A query that does not combine objects keeps per-object outputs; its reduce answers
 ``{"status": "ok", "reduced": false, "outputs": []}``.
@@ -28,16 +45,24 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice._errors import ConfigurationError, ObjectNotFoundError, RequestError, S3SliceError
+from s3slice._errors import (
+    ConfigurationError,
+    ObjectFormatError,
+    ObjectNotFoundError,
+    QueryError,
+    RequestError,
+    S3SliceError,
+)
 from s3slice._model import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
 from s3slice._output import output_key, put_all, serialize
 from s3slice.contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats, summed_counts
 from s3slice.entry.config import Config, parse_query_config
-from s3slice.entry.events import parse_run
+from s3slice.entry.events import Skipped, parse_run
 from s3slice.entry.observe import logger, record_stats
 from s3slice.parquet.footer import parse_footer
 from s3slice.query.analysis import Analysis
@@ -46,8 +71,15 @@ from s3slice.query.split_plan import Split, partial_step
 
 #: The Parquet metadata key a partial's batch stats travel in.
 STATS_KEY = b"s3slice.batch_stats"
+#: The Parquet metadata key naming what a partial answers: ``{"run", "query", "empty"}``.
+PARTIAL_KEY = b"s3slice.partial"
 #: A partial's footer is small: one suffix GET of this many bytes holds it.
 STATS_READ = 256 * 1024
+#: The run's manifest, in its partials folder, written once its answer is.
+MANIFEST = "reduced.json"
+#: The most skipped items a batch's response names (their count is in its stats).
+SKIPPED_SHOWN = 20
+
 
 def split_of(query: Query) -> tuple[Analysis, Split | None]:
     """The query analysed, and its split (None when it does not combine objects)."""
@@ -55,37 +87,50 @@ def split_of(query: Query) -> tuple[Analysis, Split | None]:
     return analysis, split_for(analysis)
 
 
+def query_id(query: Query) -> str:
+    """The hash a partial and a manifest name their query by (a request's query hash)."""
+    return Request(sources=(), query=query).query_hash()
+
+
 def partials_location(output: OutputSpec, run: str) -> tuple[str, str]:
     """(bucket, key prefix) of a run's partials."""
     return output.bucket, f"{output.prefix}{PARTIALS}/{run}/"
 
 
-def map_batch(objects: Sequence[ObjectRef], query: Query, output: OutputSpec, run: str,
-              engine: Engine) -> dict[str, Any] | None:
-    """A map batch's partial answer, written for the reduce; None when the query does not
-    combine objects (the batch keeps per-object outputs)."""
+def map_batch(objects: Sequence[ObjectRef], skipped: Sequence[Skipped], query: Query,
+              output: OutputSpec, run: str, engine: Engine) -> dict[str, Any] | None:
+    """A map batch's partial answer over ``objects``, written for the reduce; None when
+    the query does not combine objects (the batch keeps per-object outputs).
+    ``skipped`` are the batch's items not read (reported, and counted in the stats)."""
     analysis, split = split_of(query)
     if split is None:
         return None
-    result = engine.read(Request(sources=tuple(objects), query=query),
-                         finish=functools.partial(partial_step, analysis, split))
     bucket, prefix = partials_location(output, run)
-    names = "\n".join(sorted(o.uri for o in objects))
+    names = "\n".join(sorted([o.uri for o in objects] + [s.uri for s in skipped]))
     key = f"{prefix}batch-{hashlib.sha256(names.encode()).hexdigest()[:24]}.parquet"
-    table = result.frame.to_arrow()
+    if objects:
+        result = engine.read(Request(sources=tuple(objects), query=query),
+                             finish=functools.partial(partial_step, analysis, split))
+        table, stats, rows = result.frame.to_arrow(), result.stats, result.frame.height
+    else:  # nothing to read: an empty partial, so the reduce still counts this batch
+        table, stats, rows = pa.table({}), Stats.of_counts({}, rows_out=0), 0
+    counts = {**stats.counts(), "objects_skipped": len(skipped)}
+    identity = {"run": run, "query": query_id(query), "empty": not objects}
     table = table.replace_schema_metadata({
         **(table.schema.metadata or {}),
-        STATS_KEY: json.dumps(result.stats.counts()).encode()})
+        STATS_KEY: json.dumps(counts).encode(),
+        PARTIAL_KEY: json.dumps(identity).encode()})
 
     def parquet() -> bytes:
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
         return buf.getvalue()
     put_all(engine, bucket, [(key, parquet)])
-    record_stats(result.stats)
+    record_stats(stats)
     return {"status": "ok", "partial": f"s3://{bucket}/{key}",
-            "stats": {**result.stats.counts(), "rows_out": result.frame.height,
-                      "cost": dict(result.stats.cost)}}
+            **({"skipped": [{"source": s.uri, "reason": s.reason}
+                            for s in skipped[:SKIPPED_SHOWN]]} if skipped else {}),
+            "stats": {**counts, "rows_out": rows, "cost": dict(stats.cost)}}
 
 
 def check(raw: object, *, cfg: Config) -> dict[str, Any]:
@@ -130,8 +175,14 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
     if split is None:
         return {"status": "ok", "reduced": False, "outputs": [], "stats": {}}
     bucket, prefix = partials_location(output, run)
-    found = [o for o in engine.fetcher.list_objects(bucket, prefix)
-             if o.key.endswith(".parquet")]
+    # combined.<hash of the query and the run's partials' location>: one key per run.
+    key = output_key(output, Request(sources=(SourceSpec(bucket=bucket, key=prefix),),
+                                     query=query, output=output), None)
+    listed = engine.fetcher.list_objects(bucket, prefix)
+    found = [o for o in listed if o.key.endswith(".parquet")]
+    manifest = next((o for o in listed if o.key == f"{prefix}{MANIFEST}"), None)
+    if manifest is not None:
+        return _already_reduced(manifest, found, query, output, run, key, engine)
     if batches == 0:
         raise ObjectNotFoundError(
             f"the map of run {run!r} ran no batch (no objects were listed): there is no "
@@ -141,27 +192,61 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
             f"{len(found)} partial answer(s) of run {run!r} where the map ran {batches} "
             "batch(es): a batch failed or is missing; nothing is reduced",
             uri=f"s3://{bucket}/{prefix}")
-    result = engine.read(Request(sources=tuple(found), query=Query()),
+    each = _checked(found, query_id(query), run, engine)
+    readable = tuple(ref for ref, meta in zip(found, each, strict=True) if not meta["empty"])
+    if not readable:
+        raise ObjectNotFoundError(
+            f"no batch of run {run!r} had an object to read (every item was a folder "
+            "marker, an empty object or under the output location): there is no answer "
+            "to reduce", uri=f"s3://{bucket}/{prefix}")
+    result = engine.read(Request(sources=readable, query=Query()),
                          finish=lambda lf: split.final([lf]))
-    # combined.<hash of the query and the run's partials' location>: one key per run.
-    key = output_key(output, Request(sources=(SourceSpec(bucket=bucket, key=prefix),),
-                                     query=query, output=output), None)
-    counts = _summed(found, engine)
+    counts = summed_counts(m["stats"] for m in each)
+    counts["objects_skipped"] = sum(int(m["stats"].get("objects_skipped", 0)) for m in each)
     [size] = put_all(engine, output.bucket, [(key, lambda: serialize(result.frame, output))])
+    response = {"status": "ok", "outputs": [{"uri": f"s3://{output.bucket}/{key}",
+                                             "rows": result.frame.height, "bytes": size,
+                                             "format": output.format}],
+                "stats": {**counts, "rows_out": result.frame.height,
+                          "reduce": result.stats.to_dict()}}
+    record = {"run": run, "query": query_id(query), "response": response}
+    put_all(engine, bucket, [(f"{prefix}{MANIFEST}", lambda: json.dumps(record).encode())])
     left = _delete(engine, found)
     record_stats(Stats.of_counts(counts, rows_out=result.frame.height))
-    return {"status": "ok", "outputs": [{"uri": f"s3://{output.bucket}/{key}",
-                                         "rows": result.frame.height, "bytes": size,
-                                         "format": output.format}],
-            **({"partials_left": left} if left else {}),
-            "stats": {**counts, "rows_out": result.frame.height,
-                      "reduce": result.stats.to_dict()}}
+    return {**response, **({"partials_left": left} if left else {})}
+
+
+def _already_reduced(manifest: ObjectRef, partials: Sequence[ObjectRef], query: Query,
+                     output: OutputSpec, run: str, key: str, engine: Engine
+                     ) -> dict[str, Any]:
+    """The response a completed reduce of this run recorded, after checking that it is
+    this query's and that its answer is still there; partials still left are deleted."""
+    tail = engine.fetcher.get_tail(manifest, max(manifest.size or 0, STATS_READ))
+    assert tail is not None
+    try:
+        record = json.loads(tail.data)
+        recorded = (record["run"], record["query"], record["response"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ObjectFormatError(f"not a reduce's manifest: {e}", uri=manifest.uri) from None
+    if recorded[:2] != (run, query_id(query)):
+        raise QueryError(
+            f"{manifest.uri}: run {run!r} was reduced for query {recorded[1]} (run "
+            f"{recorded[0]!r}), not this query ({query_id(query)}): nothing is reduced again")
+    try:  # one byte of it: it is still there
+        engine.fetcher.get_tail(ObjectRef(bucket=output.bucket, key=key), 1)
+    except ObjectNotFoundError:
+        raise ObjectNotFoundError(
+            f"run {run!r} was reduced, and its answer has since been removed",
+            uri=f"s3://{output.bucket}/{key}") from None
+    response: dict[str, Any] = recorded[2]
+    left = _delete(engine, partials)
+    logger.info("run already reduced: its recorded answer", extra={"manifest": manifest.uri})
+    return {**response, **({"partials_left": left} if left else {})}
 
 
 def _delete(engine: Engine, partials: Sequence[ObjectRef]) -> list[str]:
     """Delete the run's partials once its answer is written; the URIs of those that could
-    not be. The answer stands either way: failing here would have the workflow retry a
-    reduce whose partials are partly gone, and refuse an answer already written."""
+    not be. The answer stands either way: the run's manifest answers a retried reduce."""
     left: list[str] = []
     for ref in partials:
         try:
@@ -173,17 +258,30 @@ def _delete(engine: Engine, partials: Sequence[ObjectRef]) -> list[str]:
     return left
 
 
-def _summed(partials: Sequence[ObjectRef], engine: Engine) -> dict[str, int]:
-    """The batches' stats, summed, from each partial's Parquet metadata (its footer, from
-    the footer cache or one suffix GET)."""
+def _checked(partials: Sequence[ObjectRef], query: str, run: str,
+             engine: Engine) -> list[dict[str, Any]]:
+    """Each partial's identity and batch stats, from its Parquet metadata (its footer, in
+    one suffix GET, then cached for the read): a typed ``QueryError`` for a partial of
+    another query or run, or one that does not say what it answers."""
     each = []
     for ref in partials:
-        cached = engine.footers.newest(ref)
-        if cached is not None:
-            metadata = cached[1].metadata.metadata
-        else:
-            tail = engine.fetcher.get_tail(ref, STATS_READ)
-            assert tail is not None
-            metadata = parse_footer(tail.data, size=tail.size, uri=ref.uri).metadata.metadata
-        each.append(json.loads((metadata or {}).get(STATS_KEY, b"{}")))
-    return summed_counts(each)
+        tail = engine.fetcher.get_tail(ref, STATS_READ)
+        assert tail is not None
+        footer = parse_footer(tail.data, size=tail.size, uri=ref.uri)
+        engine.footers.put(ref, tail.etag, footer)
+        metadata = footer.metadata.metadata or {}
+        try:
+            identity = json.loads(metadata[PARTIAL_KEY])
+            stats = json.loads(metadata.get(STATS_KEY, b"{}"))
+            named = (identity["run"], identity["query"])
+            empty = bool(identity.get("empty", False))
+        except (KeyError, ValueError, TypeError):
+            raise QueryError(f"{ref.uri}: a partial answer that does not name its run and "
+                             "query: nothing is reduced") from None
+        if named != (run, query):
+            raise QueryError(
+                f"{ref.uri}: a partial answer of query {named[1]} in run {named[0]!r}, "
+                f"where this reduce is of query {query} in run {run!r} (a batch was run "
+                "again with another query?): nothing is reduced")
+        each.append({"stats": stats, "empty": empty})
+    return each
