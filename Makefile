@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CDK_CLI := cdk/node_modules/.bin/cdk
 
-.PHONY: setup demo tools test test-fast lint typecheck typecheck-cdk bench layer synth clean
+.PHONY: setup demo tools minio test test-fast lint typecheck typecheck-cdk bench layer synth clean
 
 UV_VERSION := 0.13.9
 PIP_VERSION := 26.3
@@ -36,6 +36,15 @@ tools: $(CDK_CLI)
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq binutils-aarch64-linux-gnu >/dev/null); \
 	  else sudo apt-get install -y binutils-aarch64-linux-gnu; fi; }
 
+# MinIO, for the S3 Select comparisons (tests/integration/test_minio_select.py): a pinned
+# `go install` (tests/benchmark/substrate.py) of 7 to 11 minutes on a cold 2-core machine,
+# kept in tests/benchmark/.work/bin and reused while the pin is unchanged (then instant).
+MINIO_LOG := tests/benchmark/.work/minio-build.log
+minio: $(STAMP)
+	@mkdir -p $(dir $(MINIO_LOG))
+	@$(PY) -c 'import sys; from tests.benchmark.substrate import MINIO_MODULE, MINIO_VERSION, go_install; go_install(MINIO_MODULE, MINIO_VERSION, "minio", open(sys.argv[1], "a"))' $(MINIO_LOG) \
+	  || { tail -n 30 $(MINIO_LOG); echo "make minio: the MinIO build failed (log: $(MINIO_LOG))"; exit 1; }
+
 # The paths CI lints. tests/benchmark/ is run by hand (`make bench`), not by CI.
 GUARANTEED := functions cdk layers tests/conftest.py tests/support.py tests/unit \
 	tests/functional tests/integration tests/infrastructure
@@ -52,10 +61,11 @@ typecheck-cdk: $(STAMP)
 
 # What CI runs: lint, types, then unit, functional and integration tests (a real S3
 # server on loopback) and the infrastructure tests (CDK synthesis, cdk-nag, cfn-lint,
-# `cdk synth` through the CLI, and the layer built for both architectures).
+# `cdk synth` through the CLI, and the layer built for both architectures), and the S3
+# Select comparisons against MinIO (built first by `make minio`).
 # Every test runs; the benchmark (tests/benchmark/) is not a test suite and is never
 # collected.
-test: $(STAMP) tools lint typecheck
+test: $(STAMP) tools minio lint typecheck
 	$(VENV)/bin/pytest tests/unit tests/functional tests/integration tests/infrastructure \
 	  -p no:cacheprovider
 
