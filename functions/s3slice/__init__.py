@@ -1,9 +1,10 @@
 """s3slice: the columns and rows a query needs from objects in S3, and nothing more.
 
-The public surface is small: :func:`read` answers a request with a polars frame and
-stats, :func:`run` also writes the outputs and returns the service's JSON response, and
-the ``...Error`` classes are the error contract. The Lambda entry point is
-``s3slice.handler.lambda_handler``.
+The public surface is small: :func:`read_parquet` reads in polars' vocabulary and returns
+a ``DataFrame`` (what the read did is ``frame.s3slice.stats``), :func:`read` answers a
+JSON-shaped request with a frame and stats, :func:`run` also writes the outputs and returns
+the service's JSON response, and the ``...Error`` classes are the error contract. The
+Lambda entry point is ``s3slice.handler.lambda_handler``.
 """
 
 from __future__ import annotations
@@ -32,43 +33,40 @@ from s3slice._errors import (
     UnknownColumnError,
     error_types,
 )
-from s3slice._model import ObjectRef, OutputSpec, Query, Request, parse_request
+from s3slice._frames import read_parquet
+from s3slice._model import ObjectRef as ObjectRef
+from s3slice._model import OutputSpec as OutputSpec
+from s3slice._model import Query as Query
+from s3slice._model import Request, parse_request
 from s3slice._output import run as _run
 from s3slice._settings import Settings
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import ReadResult, Stats
 from s3slice.fetch.base import Fetcher
-from s3slice.fetch.local import LocalFetcher, RecordingFetcher
-from s3slice.fetch.s3 import S3Fetcher
-from s3slice.parquet.footer_cache import FOOTER_CACHE, FooterCache
+
+# The engine's parts, importable for tests and tools, not part of the public API.
+from s3slice.fetch.local import LocalFetcher as LocalFetcher
+from s3slice.fetch.local import RecordingFetcher as RecordingFetcher
+from s3slice.fetch.s3 import S3Fetcher as S3Fetcher
+from s3slice.parquet.footer_cache import FOOTER_CACHE as FOOTER_CACHE
+from s3slice.parquet.footer_cache import FooterCache as FooterCache
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "FOOTER_CACHE",
     "AccessDeniedError",
     "ConfigurationError",
-    "Engine",
-    "Fetcher",
     "FilterSyntaxError",
-    "FooterCache",
     "ForbiddenQueryError",
-    "LocalFetcher",
     "ObjectChangedError",
     "ObjectError",
     "ObjectFormatError",
     "ObjectNotFoundError",
-    "ObjectRef",
     "OutputError",
-    "OutputSpec",
-    "Query",
     "QueryError",
     "ReadResult",
-    "RecordingFetcher",
-    "Request",
     "RequestError",
     "ResultTooLargeError",
-    "S3Fetcher",
     "S3SliceError",
     "S3SliceThrottledError",
     "S3SliceTransientError",
@@ -78,8 +76,8 @@ __all__ = [
     "TimeoutBudgetError",
     "UnknownColumnError",
     "error_types",
-    "parse_request",
     "read",
+    "read_parquet",
     "run",
 ]
 

@@ -7,7 +7,7 @@ import os
 import platform
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args
 
 from s3slice._errors import ConfigurationError, RequestError
@@ -103,6 +103,12 @@ class Settings:
     price_gb_second: float | None = None
     price_get_per_1000: float = 0.0004
     price_put_per_1000: float = 0.005
+    #: S3 credentials other than the environment's (a library caller's ``storage_options``
+    #: or credential provider): a callable returning obstore's form, ``access_key_id``,
+    #: ``secret_access_key``, ``token`` and ``expires_at`` (a datetime or None). Called
+    #: again when they expire. Not in the environment: a caller gives it.
+    credentials: Callable[[], Mapping[str, Any]] | None = dataclasses.field(default=None,
+                                                                            repr=False)
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:

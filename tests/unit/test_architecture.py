@@ -39,7 +39,9 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "_local_s3": (),
     "_demo": ("_invoke", "_local_s3"),
     "__main__": ("_demo", "_errors", "_invoke"),
-    "__init__": ("_errors", "_model", "_output", "_settings", "engine", "fetch", "parquet"),
+    "_frames": ("_errors", "_model", "_settings", "engine"),
+    "__init__": ("_errors", "_frames", "_model", "_output", "_settings", "engine", "fetch",
+                 "parquet"),
 }.items()}
 
 

@@ -71,8 +71,14 @@ class ExactKeys:
                 from botocore.config import Config
 
                 s = self.settings
+                keys: dict[str, Any] = {}
+                if s.credentials is not None:  # a caller's own (taken once: rare keys)
+                    given = s.credentials()
+                    keys = {"aws_access_key_id": given["access_key_id"],
+                            "aws_secret_access_key": given["secret_access_key"],
+                            "aws_session_token": given.get("token")}
                 self._client = boto3.client(
-                    "s3", region_name=s.region, endpoint_url=s.endpoint_url,
+                    "s3", region_name=s.region, endpoint_url=s.endpoint_url, **keys,
                     config=Config(retries={"max_attempts": 6, "mode": "standard"},
                                   read_timeout=s.request_timeout_s, connect_timeout=5))
             return self._client

@@ -110,8 +110,8 @@ class S3Fetcher:
                     config["virtual_hosted_style_request"] = False
                     if s.endpoint_url.startswith("http://"):
                         client["allow_http"] = True
-                provider = None
-                if not os.environ.get("AWS_ACCESS_KEY_ID"):
+                provider: Any = s.credentials  # a caller's own, else the environment's
+                if provider is None and not os.environ.get("AWS_ACCESS_KEY_ID"):
                     from obstore.auth.boto3 import Boto3CredentialProvider
 
                     try:
