@@ -71,13 +71,41 @@ INT96_YEARS = (-262_142, 262_141)
 
 
 def int96_timestamps(column: pa.ChunkedArray[Any], typ: pa.DataType) -> pa.ChunkedArray[Any]:
-    """12-byte INT96 values (8 bytes of nanoseconds of the day, then 4 of the Julian day,
-    little-endian; ``fixed_size_binary(12)``) as ``typ``, a microsecond timestamp, exactly
-    as Spark reads them: ``(day - 2440588) * 86400 s`` plus the nanoseconds truncated to
-    microseconds. A ``ValueError`` names the first value outside :data:`INT96_YEARS` or
-    whose nanoseconds are not a time of day."""
-    chunks = [_int96_chunk(c, typ) for c in column.chunks]
-    return pa.chunked_array(chunks, type=cast(Any, typ))
+    """A column read with its INT96 values as their 12 bytes (``fixed_size_binary(12)``:
+    8 bytes of nanoseconds of the day, then 4 of the Julian day, little-endian), typed as
+    ``typ`` says, the column's type with each INT96 a microsecond timestamp: each such
+    value exactly as Spark reads it, ``(day - 2440588) * 86400 s`` plus the nanoseconds
+    truncated to microseconds, also inside structs and lists. A ``ValueError`` names the
+    first value outside :data:`INT96_YEARS` or whose nanoseconds are not a time of day."""
+    chunks = [_exact(c, typ) for c in column.chunks]
+    return pa.chunked_array(chunks, type=cast(Any, chunks[0].type if chunks else typ))
+
+
+def _exact(arr: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:
+    """``arr`` with each 12-byte value where ``typ`` has a timestamp decoded as INT96."""
+    t: Any = arr.type
+    want: Any = typ
+    mask = arr.is_null() if arr.null_count else None
+    if t == pa.binary(12):
+        return _int96_chunk(arr, typ) if pa.types.is_timestamp(typ) else arr
+    if pa.types.is_struct(t) and pa.types.is_struct(want):
+        children = [c if want.get_field_index(f.name) < 0 else
+                    _exact(c, want.field(want.get_field_index(f.name)).type)
+                    for f, c in zip(t, cast(Any, arr).flatten(), strict=True)]
+        return pa.StructArray.from_arrays(
+            children, fields=[f.with_type(c.type) for f, c in zip(t, children, strict=True)],
+            mask=mask)
+    large = pa.types.is_large_list(t)
+    if (large or pa.types.is_list(t)) and (
+            pa.types.is_list(want) or pa.types.is_large_list(want)):
+        lists: Any = arr
+        values = _exact(lists.values, want.value_type)
+        item = t.value_field.with_type(values.type)
+        build: Any = pa.LargeListArray if large else pa.ListArray
+        return cast("pa.Array[Any]", build.from_arrays(
+            lists.offsets, values, type=pa.large_list(item) if large else pa.list_(item),
+            mask=mask))
+    return arr
 
 
 def _int96_chunk(chunk: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:

@@ -270,6 +270,60 @@ def test_int96_through_the_page_index_is_exact(lake: S3Env, monkeypatch: pytest.
     assert got_ts.cast(pl.Int64).to_list() == want
 
 
+def nested_int96_file(values: list[tuple[int, int]], *, store_schema: bool) -> bytes:
+    """INT96 leaves inside a struct, a list, a list of structs and a map (each row holds
+    ``values[row]`` in each), beside a true FIXED_LEN_BYTE_ARRAY(12) in the same struct:
+    placeholders written by pyarrow, then overwritten in place as above."""
+    n = len(values)
+    base = dt.datetime(2000, 1, 1)
+    ph = {(leaf, row): base + dt.timedelta(seconds=leaf * 10_000 + row)
+          for leaf in range(4) for row in range(n)}
+    table = pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "s": pa.array([{"t": ph[0, r], "raw": b"twelve bytes"} for r in range(n)],
+                      pa.struct([("t", pa.timestamp("ns")), ("raw", pa.binary(12))])),
+        "l": pa.array([[ph[1, r]] for r in range(n)], pa.list_(pa.timestamp("ns"))),
+        "ls": pa.array([[{"t": ph[2, r], "x": r}] for r in range(n)],
+                       pa.list_(pa.struct([("t", pa.timestamp("ns")), ("x", pa.int64())]))),
+        "m": pa.array([[("k", ph[3, r])] for r in range(n)],
+                      pa.map_(pa.string(), pa.timestamp("ns")))})
+    data = bytearray(malformed.write(
+        table, use_deprecated_int96_timestamps=True, store_schema=store_schema,
+        use_dictionary=False, compression="NONE", write_statistics=False))
+    for (leaf, row), p in ph.items():
+        seconds = int((p - dt.datetime(1970, 1, 1)).total_seconds())
+        old = struct.pack("<qi", (seconds % 86_400) * 1_000_000_000,
+                          seconds // 86_400 + JULIAN_UNIX_EPOCH)
+        at = data.find(old)
+        assert at > 0 and data.find(old, at + 1) < 0
+        value = values[row] if leaf < 3 else int96_of("2020-01-01T00:00:00+00:00")
+        data[at:at + 12] = struct.pack("<qi", value[1], value[0])
+    return bytes(data)
+
+
+@pytest.mark.parametrize("store_schema", [False, True])
+def test_int96_inside_structs_and_lists_reads_exactly(lake: S3Env, store_schema: bool) -> None:
+    values = [v for v in READABLE if v is not None]
+    uri = put(lake, "spark/nested.parquet", nested_int96_file(values, store_schema=store_schema))
+    response = invoke({"source": uri, "output": f"s3://{RESULTS}/out/"})
+    got = pl.read_parquet(lake.get(response["outputs"][0]["uri"]))
+    want = expected_micros(values)
+    assert got["s"].struct.field("t").cast(pl.Int64).to_list() == want
+    assert got["s"].struct.field("raw").to_list() == [b"twelve bytes"] * len(values)
+    assert [v[0] for v in got["l"].list.eval(pl.element().cast(pl.Int64)).to_list()] == want
+    assert got["ls"].list.first().struct.field("t").cast(pl.Int64).to_list() == want
+    assert got["ls"].list.first().struct.field("x").to_list() == list(range(len(values)))
+    rows = invoke({"source": uri, "columns": ["id", "s"], "filter": "id = 0",
+                   "return_rows": True})["rows"]
+    assert rows == [{"id": 0, "s": {"t": "9999-12-31 03:00:00",
+                                    "raw": base64.b64encode(b"twelve bytes").decode()}}]
+    far = put(lake, "spark/nested-far.parquet", nested_int96_file(
+        [*values, int96_of(SPARK_FAR)], store_schema=store_schema))
+    for column in ("s", "l", "ls"):
+        with pytest.raises(ObjectFormatError, match=f"column '{column}'.*INT96"):
+            invoke({"source": far, "columns": [column], "return_rows": True})
+
+
 # ------------------------------------------------------------------ NaN and infinities
 
 FLOATS = [1.5, math.nan, None, math.inf, -math.inf, -0.0, 1e300, 5e-324]

@@ -172,10 +172,11 @@ def ranges_text(groups: Iterable[int]) -> str:
 
 
 def int96_metadata(footer: Footer, uri: str) -> tuple[pq.FileMetaData, frozenset[str]] | None:
-    """The footer with each top-level INT96 column retyped FIXED_LEN_BYTE_ARRAY(12) (the
-    same PLAIN and dictionary bytes), so pyarrow hands over its 12 bytes for
-    :func:`~s3slice._arrow.int96_timestamps`, and those columns' names; None when the
-    object has no such column. Once per footer."""
+    """The footer with each INT96 leaf retyped FIXED_LEN_BYTE_ARRAY(12) (the same PLAIN
+    and dictionary bytes), so pyarrow hands over its 12 bytes for
+    :func:`~s3slice._arrow.int96_timestamps`, and the top-level columns holding such a
+    leaf (at the top, or inside structs and lists; not inside a map, which pyarrow's own
+    microsecond coercion reads); None when there is none. Once per footer."""
     memo = footer.memo.get("int96")
     if memo is None:
         memo = footer.memo.setdefault("int96", (_int96_as_bytes(footer, uri),))
@@ -186,57 +187,80 @@ def _int96_as_bytes(footer: Footer, uri: str) -> tuple[pq.FileMetaData, frozense
     t = _thrift.thrift()
     # A fresh parse: the footer's own Thrift objects are shared (footer cache, page index).
     fmd = _thrift.read_struct("FileMetaData", footer.raw[:-FOOTER_TRAILER], uri)
-    names: set[str] = set()
-    i, children = 1, fmd.schema[0].num_children or 0
-    for _ in range(children):  # the root's children: leaves, or groups to step over
+    paths: set[tuple[str, ...]] = set()
+    maps = (t.ConvertedType.MAP, t.ConvertedType.MAP_KEY_VALUE)
+
+    def walk(i: int, path: tuple[str, ...], in_map: bool) -> int:
+        """Retype the INT96 leaves of element ``i``'s subtree; the index after it."""
         element = fmd.schema[i]
-        if not element.num_children and element.type == t.Type.INT96 and (
-                element.repetition_type != t.FieldRepetitionType.REPEATED):
-            element.type, element.type_length = t.Type.FIXED_LEN_BYTE_ARRAY, 12
-            names.add(element.name)
-        i += 1 + _descendants(fmd.schema, i)
-    if not names:
+        if not element.num_children:
+            if element.type == t.Type.INT96 and not in_map:
+                element.type, element.type_length = t.Type.FIXED_LEN_BYTE_ARRAY, 12
+                paths.add(path)
+            return i + 1
+        logical = element.logicalType
+        in_map = in_map or element.converted_type in maps or (
+            logical is not None and logical.MAP is not None)
+        j = i + 1
+        for _ in range(element.num_children):
+            j = walk(j, (*path, fmd.schema[j].name), in_map)
+        return j
+    i = 1
+    for _ in range(fmd.schema[0].num_children or 0):
+        i = walk(i, (fmd.schema[i].name,), False)
+    if not paths:
         return None
     for group in fmd.row_groups or []:
         for chunk in group.columns or []:
             meta = chunk.meta_data
-            if meta is not None and len(meta.path_in_schema) == 1 and (
-                    meta.path_in_schema[0] in names):
+            if meta is not None and tuple(meta.path_in_schema) in paths:
                 meta.type, meta.statistics = t.Type.FIXED_LEN_BYTE_ARRAY, None
-    fmd.key_value_metadata = _arrow_schema_as_bytes(fmd.key_value_metadata, names)
+    names = {p[0] for p in paths}
+    stored = fmd.key_value_metadata
+    fmd.key_value_metadata = [kv for kv in stored or [] if kv.key != "ARROW:schema"] or None
     try:
+        bare = pq.read_metadata(pa.BufferReader(MAGIC + _thrift.file_footer(fmd)))
+        if stored:
+            fmd.key_value_metadata = _arrow_schema_as_bytes(
+                stored, bare.schema.to_arrow_schema(), names)
         md = pq.read_metadata(pa.BufferReader(MAGIC + _thrift.file_footer(fmd)))
     except (OSError, pa.ArrowException, ValueError) as e:
         raise ObjectFormatError(f"corrupt Parquet footer: {e}", uri=uri) from e
     return md, frozenset(names)
 
 
-def _descendants(schema: list[Any], i: int) -> int:
-    """How many schema elements follow element ``i`` inside it."""
-    n, pending = 0, schema[i].num_children or 0
-    while pending:
-        n += 1
-        pending += (schema[i + n].num_children or 0) - 1
-    return n
-
-
-def _arrow_schema_as_bytes(items: list[Any] | None, names: set[str]) -> list[Any] | None:
-    """The key-value metadata, its stored Arrow schema (pyarrow's) typing ``names`` as
-    ``fixed_size_binary(12)``, or dropped when it cannot be read."""
-    if items is None:
-        return None
+def _arrow_schema_as_bytes(items: list[Any], bare: pa.Schema, names: set[str]) -> list[Any]:
+    """The key-value metadata, its stored Arrow schema (pyarrow's) typing each INT96 leaf
+    of ``names`` as ``fixed_size_binary(12)`` (where ``bare``, the schema read without it,
+    has one), or dropped when it cannot be read."""
     out = []
     for kv in items:
         if kv.key == "ARROW:schema":
             try:
                 schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(kv.value)))
                 for name in names:
-                    i = schema.get_field_index(name)
-                    if i >= 0:
-                        schema = schema.set(i, schema.field(i).with_type(pa.binary(12)))
+                    i, j = schema.get_field_index(name), bare.get_field_index(name)
+                    if i >= 0 and j >= 0:
+                        schema = schema.set(i, schema.field(i).with_type(
+                            _with_bytes(schema.field(i).type, bare.field(j).type)))
                 kv = _thrift.thrift().KeyValue(key=kv.key, value=base64.b64encode(
                     schema.serialize().to_pybytes()).decode())
             except (ValueError, KeyError, pa.ArrowException):
                 continue
         out.append(kv)
     return out
+
+
+def _with_bytes(stored: Any, bare: Any) -> Any:
+    """``stored`` with ``fixed_size_binary(12)`` wherever ``bare`` has it for a timestamp."""
+    if bare == pa.binary(12):
+        return bare if pa.types.is_timestamp(stored) else stored
+    if pa.types.is_struct(stored) and pa.types.is_struct(bare):
+        return pa.struct([
+            f if bare.get_field_index(f.name) < 0 else f.with_type(_with_bytes(
+                f.type, bare.field(bare.get_field_index(f.name)).type)) for f in stored])
+    if (pa.types.is_list(stored) or pa.types.is_large_list(stored)) and (
+            pa.types.is_list(bare) or pa.types.is_large_list(bare)):
+        item = stored.value_field.with_type(_with_bytes(stored.value_type, bare.value_type))
+        return pa.large_list(item) if pa.types.is_large_list(stored) else pa.list_(item)
+    return stored
