@@ -82,6 +82,9 @@ OBJECTS = 200
 FEW = 20
 #: The failed-batch run's good objects (and one that is not Parquet): batches of 7 and 2.
 BROKEN = 8
+#: A Spark output folder: its marker (``spark/``, 0 bytes), its empty ``_SUCCESS`` and this
+#: many parts, listed in batches of 7 (the marker, _SUCCESS and 5 parts) and 4.
+SPARK_PARTS = 9
 #: Floating-point answers are combined batch by batch, in another order than polars sums
 #: them: equal within this relative (and, near zero, absolute) tolerance.
 REL_TOL = 1e-9
@@ -407,6 +410,9 @@ def deployment(s3_server: S3Env) -> Iterator[Deployment]:
             put_frames(client, "broken/", deployment.frames[:BROKEN])
             client.put_object(Bucket=DATA, Key="broken/part-003-broken.parquet",
                               Body=b"not a parquet file")
+            client.put_object(Bucket=DATA, Key="spark/", Body=b"")
+            client.put_object(Bucket=DATA, Key="spark/_SUCCESS", Body=b"")
+            put_frames(client, "spark/", deployment.frames[:SPARK_PARTS])
             deployment.create()
             yield deployment
 
@@ -509,6 +515,9 @@ PER_OBJECT_SQL = "SELECT region, v FROM s3object WHERE v < 0"
 #: Combines objects, over a prefix with an object that is not Parquet.
 BROKEN_SQL = ("SELECT region, COUNT(*) AS n, SUM(v) AS s, MAX(x) AS hi FROM s3object "
               "GROUP BY region")
+#: Combines objects, over a Spark output folder (a folder marker and an empty _SUCCESS).
+SPARK_SQL = ("SELECT region, COUNT(*) AS n, SUM(v) AS s, MIN(x) AS lo FROM s3object "
+             "GROUP BY region")
 
 
 @pytest.fixture(scope="module")
@@ -525,6 +534,7 @@ def runs(deployment: Deployment) -> dict[str, Execution]:
                        "toleratedFailurePercentage": 12.5},
         "broken-run": {"prefix": "broken/", "query": {"sql": BROKEN_SQL},
                        "toleratedFailurePercentage": 100},
+        "spark-folder": {"prefix": "spark/", "query": {"sql": SPARK_SQL}},
     })
 
 
@@ -566,7 +576,8 @@ def test_a_combining_query_gives_the_answer_over_every_object(
     assert_frame_equal(got, want, check_dtypes=False, check_exact=False,
                        check_row_order=not case.unordered, rel_tol=REL_TOL, abs_tol=ABS_TOL)
     assert run.output["reduce"]["stats"]["objects"] == OBJECTS
-    assert not keys(OUT, f"{PARTIALS}{case.name}/")  # the reduce deleted them
+    # the reduce deleted the partials; the run's manifest stays (a retried reduce reads it)
+    assert keys(OUT, f"{PARTIALS}{case.name}/") == [f"{PARTIALS}{case.name}/reduced.json"]
 
 
 def test_the_cases_cover_what_they_claim() -> None:
@@ -695,19 +706,50 @@ def test_a_failed_batch_makes_the_reduce_refuse(runs: dict[str, Execution]) -> N
 
 
 @pytest.mark.slow
+def test_a_spark_output_folder_is_read_as_a_read_of_the_prefix_reads_it(
+        deployment: Deployment, runs: dict[str, Execution]) -> None:
+    """The ItemReader lists the folder's marker and its empty _SUCCESS with the parts;
+    the batch holding them skips both (as a direct read of the prefix does), and the run
+    answers over the parts."""
+    run = runs["spark-folder"]
+    assert run.status == "SUCCEEDED", run
+    first, second = run.batches()
+    assert [it["Key"] for it in first["Items"][:2]] == ["spark/", "spark/_SUCCESS"]
+    assert [it["Size"] for it in first["Items"][:2]] == [0, 0]
+    assert len(first["Items"]) + len(second["Items"]) == SPARK_PARTS + 2
+    partials = run.partials()
+    assert [p["stats"]["objects_skipped"] for p in partials] == [2, 0]
+    assert sorted(s["source"] for s in partials[0]["skipped"]) == [
+        f"s3://{DATA}/spark/", f"s3://{DATA}/spark/_SUCCESS"]
+    reduce = run.output["reduce"]
+    assert reduce["stats"]["objects"] == SPARK_PARTS
+    assert reduce["stats"]["objects_skipped"] == 2
+    (output,) = reduce["outputs"]
+    assert_frame_equal(read_parquet(output["uri"]),
+                       oracle(deployment.frames[:SPARK_PARTS], SPARK_SQL),
+                       check_dtypes=False, check_row_order=False, check_exact=False,
+                       rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+@pytest.mark.slow
 def test_the_function_writes_and_deletes_only_under_the_output_prefix(
         deployment: Deployment, runs: dict[str, Execution]) -> None:
     """What was written and deleted in the output bucket during the executions, as S3
-    stored it: each batch's partial (written by the batch, deleted by the reduce) and
-    the outputs, every one under the output prefix, which is what the function's write
-    grant covers (the grant itself: ``test_workflow.py``); the state machine's
-    ResultWriter writes under its results prefix and deletes nothing."""
+    stored it: each batch's partial (written by the batch, deleted by the reduce), the
+    run's manifest (written by the reduce after its answer, kept) and the outputs, every
+    one under the output prefix, which is what the function's write grant covers (the
+    grant itself: ``test_workflow.py``); the state machine's ResultWriter writes under its
+    results prefix and deletes nothing."""
     writes = list(deployment.writes)
     for case in CASES:
         partials = [(op, key) for op, key in writes
-                    if key.startswith(f"{PARTIALS}{case.name}/")]
+                    if key.startswith(f"{PARTIALS}{case.name}/") and key.endswith(".parquet")]
         (output,) = runs[case.name].output["reduce"]["outputs"]
         assert ("put", output["uri"].removeprefix(f"s3://{OUT}/")) in writes
+        manifest = f"{PARTIALS}{case.name}/reduced.json"
+        assert [op for op, key in writes if key == manifest] == ["put"]
+        assert (writes.index(("put", manifest))
+                > writes.index(("put", output["uri"].removeprefix(f"s3://{OUT}/"))))
         assert {key for _, key in partials} == {
             p["partial"].removeprefix(f"s3://{OUT}/") for p in runs[case.name].partials()}
         batches = len(batch_sizes(OBJECTS))
