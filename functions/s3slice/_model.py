@@ -21,7 +21,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from s3slice._errors import RequestError
-from s3slice.contract import OUTPUT_FORMATS, OutputFormat
+from s3slice.contract import OUTPUT_FORMATS, OutputFormat, file_format
 
 InputFormat = Literal["parquet", "csv", "json"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
@@ -150,6 +150,11 @@ class OutputSpec:
     def prefix(self) -> str:
         return self._location[1]
 
+    @property
+    def file_key(self) -> str | None:
+        """The exact key of a URI naming one object (``.../result.parquet``), else None."""
+        return self.prefix if file_format(self.prefix) is not None else None
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Request:
@@ -276,13 +281,18 @@ def parse_output(raw: object, *, field: str = "output") -> OutputSpec | None:
     if unknown:
         raise RequestError(f"unknown field(s) {sorted(unknown)}", field=field)
     uri = raw.get("uri")
-    parse_s3_uri(uri, field=f"{field}.uri")
+    key = parse_s3_uri(uri, field=f"{field}.uri")[1]
     assert isinstance(uri, str)
-    fmt = raw.get("format", "parquet")
+    named = file_format(key)  # a URI naming one object: its extension says the format
+    fmt = raw.get("format", named[0] if named else "parquet")
     if fmt not in OUTPUT_FORMATS:
         raise RequestError(f"must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}",
                            field=f"{field}.format")
-    compression = raw.get("compression", DEFAULT_COMPRESSION[fmt])
+    if named is not None and named[0] != fmt:
+        raise RequestError(f"{uri} names a {named[0]} object, but the format is {fmt}: "
+                           f"name the key with its format's extension", field=f"{field}.uri")
+    default = named[1] if named is not None and named[1] else DEFAULT_COMPRESSION[fmt]
+    compression = raw.get("compression", default)
     if compression not in COMPRESSIONS[fmt]:
         raise RequestError(f"for {fmt} must be one of {', '.join(COMPRESSIONS[fmt])}, "
                            f"got {compression!r}", field=f"{field}.compression")

@@ -68,6 +68,8 @@ def output_key(output: OutputSpec, request: Request, source: ObjectRef | None) -
     outputs) and the hash covers its bucket (``s3://a/k`` and ``s3://b/k`` are two too),
     so distinct sources never share a key.
     """
+    if output.file_key is not None:  # the URI names the one object to write
+        return output.file_key
     ext = EXTENSIONS[output.format]
     if output.compression == "gzip" and output.format != "parquet":
         ext += ".gz"
@@ -88,7 +90,9 @@ def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The rows as JSON objects: binary values as base64 text, NaN and infinities as the
     strings of :data:`NON_FINITE`."""
     frame = textual(frame)
-    text = frame.write_json()
+    with contained(lambda e: OutputError(f"cannot return the rows inline: {e}"),
+                   native=(pl.exceptions.PolarsError,)):
+        text = frame.write_json()  # a datetime polars cannot show panics
     if len(text) > MAX_INLINE_BYTES:
         raise ResultTooLargeError(
             f"{frame.height} rows are {len(text)} bytes as JSON; at most {MAX_INLINE_BYTES} "
@@ -327,6 +331,10 @@ def write_outputs(result: ReadResult, request: Request, output: OutputSpec,
         pieces = [(result.objects[0].obj, result.frame)]
     else:
         pieces = [(None, result.frame)]
+    if output.file_key is not None and len(pieces) > 1:
+        raise RequestError(f"{output.uri} names one object, but this request makes a result "
+                           f"for each of {len(pieces)} objects: end the URI with '/' to "
+                           "write them under it, or combine them with sql", field="output.uri")
     keys = [output_key(output, request, source) for source, _ in pieces]
     _check_distinct(keys, [source for source, _ in pieces])
 

@@ -21,3 +21,19 @@ REDUCE_FIELDS = frozenset({"run", "query", "output", "batches"})
 CHECK_FIELDS = frozenset({"query", "output"})
 #: Under an output location, the folder the map batches' partial answers go to.
 PARTIALS = "_partials"
+#: The extensions of an output key that names one object, and the format each says.
+FILE_EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "json", "ndjson": "json",
+                   "jsonl": "json"}
+
+
+def file_format(key: str) -> tuple[str, str | None] | None:
+    """The format and compression (``gzip`` for ``.gz``, else None: the format's default)
+    an output key names by its extension (``out/result.csv.gz``); None for a key with no
+    such extension, which is a prefix."""
+    name = key.rpartition("/")[2].lower()
+    stem, gzip = (name[:-3], "gzip") if name.endswith(".gz") else (name, None)
+    base, dot, ext = stem.rpartition(".")
+    fmt = FILE_EXTENSIONS.get(ext) if dot and base else None
+    if fmt is None or (gzip and fmt == "parquet"):
+        return None
+    return fmt, gzip

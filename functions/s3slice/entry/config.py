@@ -31,6 +31,10 @@ from s3slice._settings import Settings
 from s3slice.contract import QUERY_FIELDS
 from s3slice.query.analyzer import analyze
 
+#: Why an output URI naming one object cannot serve runs that write a result per object.
+ONE_PER_OBJECT = ("{} names one object, but triggered runs and map batches write a result "
+                   "for each object: end it with '/' to write them under it")
+
 
 def _under(bucket: str, key: str, location: tuple[str, str]) -> bool:
     """Whether ``bucket/key`` lies in ``location`` (a bucket and a key prefix)."""
@@ -62,6 +66,9 @@ class Config:
                 output = parse_output(spec, field="output")
             except RequestError as e:
                 raise ConfigurationError(e.message, variable="S3SLICE_OUTPUT_URI") from None
+            if output is not None and output.file_key is not None:
+                raise ConfigurationError(ONE_PER_OBJECT.format(output.uri),
+                                         variable="S3SLICE_OUTPUT_URI")
         sources: list[tuple[str, str]] = []
         for i, uri in enumerate(u.strip() for u in env.get("S3SLICE_SOURCE_URIS", "").split(",")):
             if not uri:

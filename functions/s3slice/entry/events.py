@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from s3slice._errors import ConfigurationError, RequestError
 from s3slice._model import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
 from s3slice.contract import BATCH_INPUT_FIELDS
-from s3slice.entry.config import parse_query_config
+from s3slice.entry.config import ONE_PER_OBJECT, parse_query_config
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes import SQSRecord
@@ -179,6 +179,8 @@ def parse_batch_input(raw: object) -> BatchInput:
         except ConfigurationError as e:  # here the input is at fault, not the function
             raise RequestError(str(e)) from None
     output = parse_output(raw.get("output"), field="BatchInput.output")
+    if output is not None and output.file_key is not None:
+        raise RequestError(ONE_PER_OBJECT.format(output.uri), field="BatchInput.output")
     return BatchInput(bucket=bucket, query=query, output=output, run=run)
 
 
