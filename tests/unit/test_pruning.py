@@ -126,9 +126,9 @@ def test_pruning_does_prune() -> None:
     (P.ColumnStats(num_rows=3, min=1, max=3, null_count=0), P.IsNull("x"), False),
     (P.ColumnStats(num_rows=3, min=1, max=3, null_count=0), P.Not(P.IsNull("x")), True),
     (P.ColumnStats(num_rows=3), P.Cmp("x", "=", 1), True),
-    (P.ColumnStats(num_rows=3, min=1.0, max=2.0, null_count=0, is_float=True),
+    (P.ColumnStats(num_rows=3, min=1.0, max=2.0, null_count=0),
      P.Cmp("x", ">", 5.0), True),  # NaN rows are not in the statistics
-    (P.ColumnStats(num_rows=3, min=1.0, max=2.0, null_count=0, is_float=True),
+    (P.ColumnStats(num_rows=3, min=1.0, max=2.0, null_count=0),
      P.Cmp("x", "<", 0.5), False),
     (P.ColumnStats(num_rows=3, min="b", max="d", null_count=0), P.Cmp("x", "<", "b"), False),
     (P.ColumnStats(num_rows=3, min=5, max=5, null_count=0), P.Not(P.Cmp("x", "=", 5)), False),

@@ -67,7 +67,7 @@ def test_the_predicate_never_rules_out_a_matching_row(text: str, may: bool) -> N
     def stats(column: str) -> P.ColumnStats:
         s = ROWS[column]
         return P.ColumnStats(num_rows=len(s), min=s.min(), max=s.max(),
-                             null_count=s.null_count(), is_float=s.dtype.is_float())
+                             null_count=s.null_count(), dtype=s.dtype)
 
     judged = P.may_match(pred(text), {c: stats(c) for c in ROWS.columns})
     assert judged or matching == 0

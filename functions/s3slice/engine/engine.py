@@ -259,8 +259,8 @@ class Engine:
         values, types = _sources.partitions(objects)
         if not types:
             return [(o, analysis) for o in objects]
-        work = [(o, analysis.for_object(v, types)) for o, v in zip(objects, values, strict=True)
-                if _sources.may_match(analysis.predicate, v)]
+        work = [(o, analysis.for_object(v, types)) for o, v, k in zip(objects, values,
+                _sources.may_match_each(analysis.predicate, values, types), strict=True) if k]
         if not work:
             work = [(objects[0], analysis.for_object(values[0], types, pruned=True))]
         return work

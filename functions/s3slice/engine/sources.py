@@ -6,15 +6,17 @@ A glob's ``*`` and ``?`` stay within one path segment, ``**`` spans segments, an
 literal prefix and matched in full.
 
 A key's directories of the form ``name=value`` (``year=2024/month=05/``) give the object
-partition columns, URL-decoded, ``__HIVE_DEFAULT_PARTITION__`` being null. A column's type
-is Int64 when every object's value is an integer, Float64 when every value is a number,
-else String. Partition columns are appended to each object's rows and take precedence
-over a file column of the same name; the query's predicate is evaluated on them first,
-and an object it rules out is never read.
+partition columns, URL-decoded, ``__HIVE_DEFAULT_PARTITION__`` (or nothing) being null.
+Their types are the ones polars' ``scan_parquet(hive_partitioning=True)`` infers (see
+:func:`_column`). Partition columns are appended to each object's rows and take precedence
+over a file column of the same name, as in polars and DuckDB: the query's predicate is
+evaluated on their values first, an object it rules out is never read, and the file's
+own statistics of such a column never prune.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -76,27 +78,29 @@ def hive_values(key: str) -> dict[str, str | None]:
     return values
 
 
-def _dtype(values: Sequence[str | None]) -> pl.DataType:
-    present = [v for v in values if v is not None]
-    for dtype, convert in ((pl.Int64(), int), (pl.Float64(), float)):
-        try:
-            for v in present:
-                convert(v)
-        except ValueError:
-            continue
-        if present:
-            return dtype
-    return pl.String()
-
-
-def _typed(value: str | None, dtype: pl.DataType) -> Any:
-    if value is None:
-        return None
-    if dtype == pl.Int64():
-        return int(value)
-    if dtype == pl.Float64():
-        return float(value)
-    return value
+def _column(values: Sequence[str | None]) -> pl.Series:
+    """One partition column's values typed as polars types hive partitions: its CSV
+    reader's inference (with dates) over every value, so ``007`` is the integer 7,
+    ``1.`` a float, ``2024-01-15`` a date and ``true`` a boolean, while ``+5``,
+    ``1_000``, ``nan`` and ``0x10`` stay strings (Python's ``int()`` and ``float()``
+    would accept them). An empty value is null in a column of another type, as in polars;
+    values polars cannot read as one column (an integer past Int128, a time of day) stay
+    strings."""
+    present = [v for v in values if v]
+    strings = pl.Series(values, dtype=pl.String)
+    if not present:
+        return strings
+    text = "".join('"' + v.replace('"', '""') + '"\n' for v in present)
+    try:
+        parsed = pl.read_csv(io.BytesIO(text.encode()), has_header=False, quote_char='"',
+                             try_parse_dates=True, infer_schema_length=None).to_series()
+    except Exception:  # noqa: BLE001 - polars cannot read these values as one type
+        return strings
+    if parsed.dtype in (pl.String, pl.Time) or parsed.len() != len(present) or (
+            parsed.null_count()):
+        return strings
+    out = iter(parsed.to_list())
+    return pl.Series([next(out) if v else None for v in values], dtype=parsed.dtype)
 
 
 def partitions(objects: Sequence[ObjectRef]) -> tuple[list[dict[str, Any]],
@@ -104,15 +108,24 @@ def partitions(objects: Sequence[ObjectRef]) -> tuple[list[dict[str, Any]],
     """Each object's typed partition values, and each partition column's type."""
     raw = [hive_values(o.key) for o in objects]
     names = list(dict.fromkeys(name for r in raw for name in r))
-    dtypes = {name: _dtype([r.get(name) for r in raw]) for name in names}
-    typed = [{name: _typed(r.get(name), dtypes[name]) for name in names} for r in raw]
+    columns = {name: _column([r.get(name) for r in raw]) for name in names}
+    dtypes = {name: c.dtype for name, c in columns.items()}
+    lists = {name: c.to_list() for name, c in columns.items()}
+    typed = [{name: lists[name][i] for name in names} for i in range(len(raw))]
     return typed, dtypes
 
 
-def may_match(predicate: P.Pred, values: Mapping[str, Any]) -> bool:
+def may_match(predicate: P.Pred, values: Mapping[str, Any],
+              types: Mapping[str, pl.DataType] | None = None) -> bool:
     """False only when the predicate is false (or null) for every row given these
     partition values; other columns are unknown, so anything about them may hold."""
-    stats = {name: P.ColumnStats(num_rows=1, min=v, max=v, null_count=int(v is None),
-                                 is_float=isinstance(v, float))
-             for name, v in values.items()}
-    return P.may_match(predicate, stats)
+    return may_match_each(predicate, [values], types or {})[0]
+
+
+def may_match_each(predicate: P.Pred, objects: Sequence[Mapping[str, Any]],
+                   types: Mapping[str, pl.DataType]) -> list[bool]:
+    """:func:`may_match` of each object's partition values, polars judging them at once."""
+    return P.may_match_each(predicate, [
+        {name: P.ColumnStats(num_rows=1, min=v, max=v, null_count=int(v is None),
+                             dtype=types.get(name)) for name, v in values.items()}
+        for values in objects])

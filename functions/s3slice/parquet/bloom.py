@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import decimal
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import polars as pl
 import pyarrow.parquet as pq
 import xxhash
 
@@ -28,6 +30,7 @@ from s3slice._ranges import Range
 from s3slice.parquet import plan as _plan
 from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.footer import MAGIC, Footer
+from s3slice.query import bounds as B
 from s3slice.query import predicate as P
 
 #: The filters are read only when they come to at most this share of the needed bytes.
@@ -65,31 +68,39 @@ def parse(data: bytes, *, uri: str) -> BloomFilter | None:
     return BloomFilter(bytes(data[len(data) - size:]))
 
 
-def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
-    """The plain encoding of a literal for this column, or None for unsupported types.
+def encoder(col: pq.ColumnSchema, dtype: pl.DataType | None
+            ) -> Callable[[P.Cmp], bytes | None] | None:
+    """The plain encoding of the one stored value that can equal a comparison's constant,
+    or None when there is no such single value (or the column's type is not hashed here).
 
-    Integers (INT32/INT64, signed or not), dates, and strings or binary. Floats and
-    timestamps are left to the statistics: their literals rarely hash like the stored bits.
+    Integers (INT32/INT64, signed or not), dates, and strings. polars compares in the
+    column's own type after casts of its own (an integer column with a float becomes a
+    float, and 2**53 + 1 then equals 2**53): a constant is hashed only when polars itself
+    finds it equal to that one value and unequal to its neighbours. Floats and timestamps
+    are left to the statistics.
     """
     physical, logical = col.physical_type, col.logical_type.type
-    if physical in ("INT32", "INT64") and logical in ("NONE", "INT"):
+    if dtype is None:
+        return None
+    if physical in ("INT32", "INT64") and logical in ("NONE", "INT") and dtype.is_integer():
         fmt = _thrift.PLAIN[physical][0]
         fmt = fmt.upper() if _thrift.is_unsigned(col) else fmt
 
-        def integer(v: Any) -> bytes | None:
-            if isinstance(v, bool):
-                return None
-            if isinstance(v, float) and v.is_integer():
+        def integer(c: P.Cmp) -> bytes | None:
+            v = c.value
+            if isinstance(v, decimal.Decimal) and v.is_finite() and v == v.to_integral_value():
                 v = int(v)
-            if not isinstance(v, int):
+            if isinstance(v, bool) or not isinstance(v, int):
                 return None
             try:
-                return struct.pack(fmt, v)
+                encoded = struct.pack(fmt, v)
             except struct.error:
                 return None
+            return encoded if _only(c, dtype, v, [v - 1, v + 1]) else None
         return integer
-    if physical == "INT32" and logical == "DATE":
-        def date(v: Any) -> bytes | None:
+    if physical == "INT32" and logical == "DATE" and dtype == pl.Date:
+        def date(c: P.Cmp) -> bytes | None:
+            v = c.value
             if isinstance(v, str):
                 try:
                     v = dt.date.fromisoformat(v)
@@ -97,26 +108,42 @@ def encoder(col: pq.ColumnSchema) -> Callable[[Any], bytes | None] | None:
                     return None
             if isinstance(v, dt.datetime) or not isinstance(v, dt.date):
                 return None
-            return struct.pack("<i", (v - _EPOCH).days)
+            day = dt.timedelta(days=1)
+            try:
+                near = [v - day, v + day]
+            except OverflowError:
+                return None
+            return struct.pack("<i", (v - _EPOCH).days) if _only(c, dtype, v, near) else None
         return date
-    if physical == "BYTE_ARRAY":
-        text = _thrift.is_text(col)
-
-        def binary(v: Any) -> bytes | None:
-            if isinstance(v, str):
-                return v.encode()
-            return v if isinstance(v, bytes) and not text else None
-        return binary
+    if physical == "BYTE_ARRAY" and _thrift.is_text(col) and dtype == pl.String:
+        def text(c: P.Cmp) -> bytes | None:
+            v = c.value
+            if not isinstance(v, str) or c.text != P.literal_sql(v):
+                return None  # a string constant, compared as strings: equal means equal
+            return v.encode() if _only(c, dtype, v, []) else None
+        return text
     return None
 
 
-def _encoders(md: pq.FileMetaData, names: Iterable[str]
-              ) -> dict[str, Callable[[Any], bytes | None]]:
-    """The literal encoder of each of ``names`` whose type a filter can answer."""
+def _only(c: P.Cmp, dtype: pl.DataType, v: Any, near: list[Any]) -> bool:
+    """:func:`~s3slice.query.bounds.only_equal` with the neighbours ``dtype`` holds."""
+    try:
+        B.values_series(near, dtype)
+    except Exception:  # noqa: BLE001 - a neighbour outside the type: none there
+        near = []
+    return B.only_equal(c.text, dtype, v, near)
+
+
+def _encoders(footer: Footer, names: Iterable[str]
+              ) -> dict[str, Callable[[P.Cmp], bytes | None]]:
+    """The constant encoder of each of ``names`` whose type a filter can answer."""
+    md = footer.metadata
+    types = _plan.stats_types(footer)
     positions = _thrift.column_positions(md)
     out = {}
     for name in names:
-        encode = encoder(md.schema.column(positions[name])) if name in positions else None
+        encode = (encoder(md.schema.column(positions[name]), types.get(name))
+                  if name in positions else None)
         if encode is not None:
             out[name] = encode
     return out
@@ -127,7 +154,7 @@ def locate(footer: Footer, plan: _plan.Plan, predicate: P.Pred, *,
     """The Bloom filters of the kept row groups for columns compared by ``=`` or IN, of the
     types whose literals can be hashed (the others' filters would be fetched for nothing)."""
     md = footer.metadata
-    wanted = _encoders(md, P.equality_columns(predicate))
+    wanted = _encoders(footer, P.equality_columns(predicate))
     out: dict[tuple[int, str], Range] = {}
     if not wanted:
         return out
@@ -155,10 +182,12 @@ def prune(footer: Footer, plan: _plan.Plan, predicate: P.Pred,
     """The kept row groups that the Bloom filters do not rule out."""
     md = footer.metadata
     columns = P.columns_of(predicate)
-    encoders = _encoders(md, {name for _, name in where})
-    kept: list[int] = []
+    types = _plan.stats_types(footer)
+    encoders = {name: _cached(encode)
+                for name, encode in _encoders(footer, {name for _, name in where}).items()}
+    units: list[dict[str, P.ColumnStats]] = []
     for g in plan.row_groups:
-        stats = _plan.row_group_stats(md, g, columns)
+        stats = _plan.row_group_stats(md, g, columns, types)
         for name, encode in encoders.items():
             r = where.get((g, name))
             if r is None or name not in stats:
@@ -167,13 +196,26 @@ def prune(footer: Footer, plan: _plan.Plan, predicate: P.Pred,
             if bloom is None:
                 continue
             stats[name] = dataclasses.replace(stats[name], excludes=_absent(bloom, encode))
-        if P.may_match(predicate, stats):
-            kept.append(g)
-    return kept
+        units.append(stats)
+    matches = P.may_match_each(predicate, units)
+    return [g for g, ok in zip(plan.row_groups, matches, strict=True) if ok]
 
 
-def _absent(bloom: BloomFilter, encode: Callable[[Any], bytes | None]) -> Callable[[Any], bool]:
-    def absent(value: Any) -> bool:
-        encoded = encode(value)
+def _cached(encode: Callable[[P.Cmp], bytes | None]) -> Callable[[P.Cmp], bytes | None]:
+    """``encode``, once per constant (polars checks each; every row group asks again)."""
+    done: dict[str | None, bytes | None] = {}
+
+    def cached(c: P.Cmp) -> bytes | None:
+        key = c.text
+        if key not in done:
+            done[key] = encode(c)
+        return done[key]
+    return cached
+
+
+def _absent(bloom: BloomFilter, encode: Callable[[P.Cmp], bytes | None]
+            ) -> Callable[[P.Cmp], bool]:
+    def absent(c: P.Cmp) -> bool:
+        encoded = encode(c)
         return encoded is not None and not bloom.might_contain(encoded)
     return absent

@@ -11,7 +11,7 @@ Selection, for each kept row group:
 
 1. The row group is cut into segments at every page boundary of the predicate's columns.
    A segment is kept when the predicate may match on the statistics of the pages holding it
-   (the same three-valued judgement as for row groups, :func:`._predicate.may_match`).
+   (polars judges every segment of every row group at once, :func:`.predicate.may_match_each`).
 2. For each needed column, the pages overlapping a kept segment are fetched, with the
    chunk's dictionary page.
 
@@ -29,10 +29,10 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-import struct
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -172,57 +172,15 @@ def locate(footer: Footer, plan: _plan.Plan, predicate: P.Pred, *,
     return IndexLocations(fmd, column_index, offset_index)
 
 
-def _values(raw: Sequence[bytes], col: pq.ColumnSchema) -> list[Any] | None:
-    """Page min or max values as the Python values pyarrow's statistics give, or None."""
-    logical = col.logical_type.type
-    try:
-        if col.physical_type == "BYTE_ARRAY":
-            if _thrift.is_text(col):
-                return [b.decode() for b in raw]
-            return list(raw) if logical == "NONE" else None
-        if col.physical_type not in _thrift.PLAIN:
-            return None
-        fmt, width = _thrift.PLAIN[col.physical_type]
-        if any(len(b) != width for b in raw):
-            return None
-        if _thrift.is_unsigned(col):
-            fmt = fmt.upper()  # unsigned: compared as unsigned (TypeDefinedOrder)
-        numbers = [struct.unpack(fmt, b)[0] for b in raw]
-        if logical in ("NONE", "INT"):
-            return numbers
-        if logical == "DATE":
-            return pa.array(numbers, pa.int32()).view(pa.date32()).to_pylist()
-        if logical == "TIMESTAMP":
-            unit = _timestamp_unit(str(col.logical_type))
-            if unit is None:
-                return None
-            utc = "isAdjustedToUTC=true" in str(col.logical_type)
-            typ = pa.timestamp(unit, tz="UTC" if utc else None)
-            return pa.array(numbers, pa.int64()).view(typ).to_pylist()
-    except (UnicodeDecodeError, struct.error, ValueError, pa.ArrowException):
-        return None
-    return None
-
-
-_UNITS: tuple[tuple[str, Literal["ms", "us", "ns"]], ...] = (
-    ("milliseconds", "ms"), ("microseconds", "us"), ("nanoseconds", "ns"))
-
-
-def _timestamp_unit(text: str) -> Literal["ms", "us", "ns"] | None:
-    for name, unit in _UNITS:
-        if name in text:
-            return unit
-    return None
-
-
-def page_stats(ci: Any, col: pq.ColumnSchema, page_rows: Sequence[int]) -> list[P.ColumnStats]:
-    """Statistics of each page of a column chunk, from its ``ColumnIndex``."""
+def page_stats(ci: Any, col: pq.ColumnSchema, page_rows: Sequence[int],
+               dtype: pl.DataType | None = None) -> list[P.ColumnStats]:
+    """Statistics of each page of a column chunk, from its ``ColumnIndex``; the bounds
+    are values of ``dtype``, the column's polars type (none without it)."""
     n = len(page_rows)
     nulls = ci.null_counts if ci.null_counts and len(ci.null_counts) == n else [None] * n
     null_pages = ci.null_pages if ci.null_pages and len(ci.null_pages) == n else [False] * n
-    lows = _values(ci.min_values, col) if len(ci.min_values or ()) == n else None
-    highs = _values(ci.max_values, col) if len(ci.max_values or ()) == n else None
-    is_float = col.physical_type in ("FLOAT", "DOUBLE")
+    lows = _plan.plain_bounds(ci.min_values, col, dtype) if len(ci.min_values or ()) == n else None
+    highs = _plan.plain_bounds(ci.max_values, col, dtype) if len(ci.max_values or ()) == n else None
     out: list[P.ColumnStats] = []
     for i in range(n):
         if null_pages[i]:
@@ -232,7 +190,7 @@ def page_stats(ci: Any, col: pq.ColumnSchema, page_rows: Sequence[int]) -> list[
         if lows is not None and highs is not None:
             lo, hi = lows[i], highs[i]
         out.append(P.ColumnStats(num_rows=page_rows[i], min=lo, max=hi,
-                                 null_count=nulls[i], is_float=is_float))
+                                 null_count=nulls[i], dtype=dtype))
     return out
 
 
@@ -256,14 +214,19 @@ def select(footer: Footer, plan: _plan.Plan, predicate: P.Pred, where: IndexLoca
     chunks: dict[int, tuple[ChunkPages, ...]] = {}
     kept_pages = all_pages = 0
     indexed = {*plan.columns, *filters}  # each has an offset index in every kept row group
+    types = _plan.stats_types(footer)
+    offsets_of: dict[int, dict[str, Any]] = {}  # per row group, then as offsets, starts_of
+    starts_by_group: dict[int, dict[str, list[int]]] = {}
+    units: list[tuple[int, int, int, dict[str, P.ColumnStats]]] = []
     for g in plan.row_groups:
         num_rows = md.row_group(g).num_rows
-        offsets = {name: _thrift.read_struct("OffsetIndex",
-                                             index(where.offset_index[(g, name)]), uri)
-                   for name in indexed}
-        starts_of = {name: _starts(oi, num_rows, f"column {name!r} of row group {g}", uri)
-                     for name, oi in offsets.items()}
-        fallback = _plan.row_group_stats(md, g, filters)
+        offsets = offsets_of[g] = {
+            name: _thrift.read_struct("OffsetIndex", index(where.offset_index[(g, name)]), uri)
+            for name in indexed}
+        starts_of = starts_by_group[g] = {
+            name: _starts(oi, num_rows, f"column {name!r} of row group {g}", uri)
+            for name, oi in offsets.items()}
+        fallback = _plan.row_group_stats(md, g, filters, types)
         per_column: dict[str, tuple[list[int], list[P.ColumnStats]]] = {}
         for name in filters:
             r = where.column_index.get((g, name))
@@ -272,18 +235,24 @@ def select(footer: Footer, plan: _plan.Plan, predicate: P.Pred, where: IndexLoca
             starts = starts_of[name]
             sizes = [b - a for a, b in itertools.pairwise([*starts, num_rows])]
             ci = _thrift.read_struct("ColumnIndex", index(r), uri)
-            per_column[name] = (starts, page_stats(ci, schema.column(positions[name]), sizes))
+            per_column[name] = (starts, page_stats(ci, schema.column(positions[name]), sizes,
+                                                   types.get(name)))
         bounds = sorted({0, num_rows, *(s for starts, _ in per_column.values() for s in starts)})
-        kept: list[Range] = []
         for a, b in itertools.pairwise(bounds):
             stats: dict[str, P.ColumnStats] = dict(fallback)
             for name, (starts, pstats) in per_column.items():
                 stats[name] = pstats[bisect.bisect_right(starts, a) - 1]
-            if P.may_match(predicate, stats):
-                if kept and kept[-1][1] == a:
-                    kept[-1] = (kept[-1][0], b)
-                else:
-                    kept.append((a, b))
+            units.append((g, a, b, stats))
+    matches = P.may_match_each(predicate, [u[3] for u in units])
+    kept_of: dict[int, list[Range]] = {g: [] for g in plan.row_groups}
+    for (g, a, b, _), ok in zip(units, matches, strict=True):
+        if ok and kept_of[g] and kept_of[g][-1][1] == a:
+            kept_of[g][-1] = (kept_of[g][-1][0], b)
+        elif ok:
+            kept_of[g].append((a, b))
+    for g in plan.row_groups:
+        num_rows = md.row_group(g).num_rows
+        offsets, starts_of, kept = offsets_of[g], starts_by_group[g], kept_of[g]
         all_pages += sum(len(offsets[name].page_locations or ()) for name in plan.columns)
         if not kept:
             continue

@@ -10,24 +10,97 @@ parallel parts. The plan knows ``needed_bytes`` before any data moves.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3slice import _ranges
+from s3slice._arrow import compatible, to_polars
 from s3slice._errors import ObjectFormatError
 from s3slice._ranges import Range
 from s3slice._settings import Settings
+from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.footer import MAGIC, Footer, leaf_tops
 from s3slice.query import predicate as P
 
 # ------------------------------------------------------------------------ statistics
 
 
-def row_group_stats(md: pq.FileMetaData, index: int,
-                    columns: Iterable[str]) -> dict[str, P.ColumnStats]:
-    """Statistics of the named top-level columns of one row group."""
+def stats_types(footer: Footer) -> dict[str, pl.DataType]:
+    """The polars type of each top-level column as the decoders give it (what the filter
+    compares), once per footer."""
+    types = footer.memo.get("stats_types")
+    if types is None:
+        types = footer.memo.setdefault("stats_types", polars_types(footer.arrow_schema))
+    return types  # type: ignore[no-any-return]
+
+
+def polars_types(schema: pa.Schema) -> dict[str, pl.DataType]:
+    """The polars type of each column of ``schema`` (none when polars cannot hold it)."""
+    try:
+        return dict(to_polars(compatible(schema).empty_table()).schema)
+    except (pa.ArrowException, pl.exceptions.PolarsError, ValueError, TypeError):
+        return {}
+
+
+_UNIT_NAMES = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+
+
+def bounds_type(col: pq.ColumnSchema, dtype: pl.DataType | None) -> pl.DataType | None:
+    """``dtype`` when a column's Parquet statistics are values of it exactly (a timestamp's
+    physical integers when the units agree); None when they are not judged."""
+    if dtype is None or col.physical_type == "INT96" or (
+            col.physical_type == "FIXED_LEN_BYTE_ARRAY" and col.logical_type.type != "DECIMAL"):
+        return None
+    if isinstance(dtype, pl.Datetime):
+        text = str(col.logical_type)
+        unit = next((u for name, u in _UNIT_NAMES.items() if name in text), None)
+        if col.logical_type.type != "TIMESTAMP" or unit != dtype.time_unit:
+            return None
+    if isinstance(dtype, pl.Date) and col.logical_type.type != "DATE":
+        return None
+    return dtype
+
+
+def plain_bounds(raw: Sequence[bytes], col: pq.ColumnSchema, dtype: pl.DataType | None
+                 ) -> list[Any] | None:
+    """Minimums or maximums in plain encoding (a page index's) as values of ``dtype`` (a
+    timestamp's physical integers), or None when they are not judged."""
+    dtype = bounds_type(col, dtype)
+    if dtype is None:
+        return None
+    logical = col.logical_type.type
+    try:
+        if col.physical_type == "BYTE_ARRAY":
+            if _thrift.is_text(col):
+                return [b.decode() for b in raw]
+            return list(raw) if logical == "NONE" else None
+        if col.physical_type not in _thrift.PLAIN:
+            return None
+        fmt, width = _thrift.PLAIN[col.physical_type]
+        if any(len(b) != width for b in raw):
+            return None
+        if _thrift.is_unsigned(col):
+            fmt = fmt.upper()  # unsigned: compared as unsigned (TypeDefinedOrder)
+        numbers = [struct.unpack(fmt, b)[0] for b in raw]
+        if logical in ("NONE", "INT", "TIMESTAMP"):
+            return numbers
+        if logical == "DATE":
+            return pa.array(numbers, pa.int32()).view(pa.date32()).to_pylist()
+    except (UnicodeDecodeError, struct.error, ValueError, pa.ArrowException):
+        return None
+    return None
+
+
+def row_group_stats(md: pq.FileMetaData, index: int, columns: Iterable[str],
+                    types: Mapping[str, pl.DataType] | None = None
+                    ) -> dict[str, P.ColumnStats]:
+    """Statistics of the named top-level columns of one row group, their bounds typed by
+    ``types`` (:func:`stats_types`; a column not there has none)."""
     wanted = set(columns)
     rg = md.row_group(index)
     out: dict[str, P.ColumnStats] = {}
@@ -40,27 +113,33 @@ def row_group_stats(md: pq.FileMetaData, index: int,
         if s is None:
             out[name] = P.ColumnStats(num_rows=rg.num_rows)
             continue
+        dtype = bounds_type(md.schema.column(i), (types or {}).get(name))
         lo = hi = None
-        if s.has_min_max:
+        if s.has_min_max and dtype is not None:
             try:
-                lo, hi = s.min, s.max
+                if isinstance(dtype, pl.Datetime):
+                    lo, hi = s.min_raw, s.max_raw
+                else:
+                    lo, hi = s.min, s.max
             except (ValueError, pa.ArrowException, UnicodeDecodeError):
                 lo = hi = None
         out[name] = P.ColumnStats(
-            num_rows=rg.num_rows, min=lo, max=hi,
-            null_count=s.null_count if getattr(s, "has_null_count", True) else None,
-            is_float=s.physical_type in ("FLOAT", "DOUBLE"))
+            num_rows=rg.num_rows, min=lo, max=hi, dtype=dtype,
+            null_count=s.null_count if getattr(s, "has_null_count", True) else None)
     return out
 
 
-def prune(md: pq.FileMetaData, predicate: P.Pred) -> list[int]:
+def prune(md: pq.FileMetaData, predicate: P.Pred,
+          types: Mapping[str, pl.DataType] | None = None) -> list[int]:
     """Indexes of the row groups that could hold a row satisfying ``predicate``."""
     columns = P.columns_of(predicate)
+    if types is None:
+        types = polars_types(md.schema.to_arrow_schema())
+    groups = [i for i in range(md.num_row_groups) if md.row_group(i).num_rows > 0]
     if not columns:
-        return [i for i in range(md.num_row_groups) if md.row_group(i).num_rows > 0]
-    return [i for i in range(md.num_row_groups)
-            if md.row_group(i).num_rows > 0
-            and P.may_match(predicate, row_group_stats(md, i, columns))]
+        return groups
+    units = [row_group_stats(md, i, columns, types) for i in groups]
+    return [g for g, ok in zip(groups, P.may_match_each(predicate, units), strict=True) if ok]
 
 
 # ------------------------------------------------------------------------------ ranges
@@ -152,7 +231,7 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
     tops = footer.leaf_tops
     needed_leaves = {i for i, path in enumerate(leaves)
                      if _needed(path, tops[i], wanted, parts_of, reads)}
-    kept = prune(md, predicate)
+    kept = prune(md, predicate, stats_types(footer))
     chunks: dict[int, tuple[Range, ...]] = {}
     for g in kept:
         rg = md.row_group(g)

@@ -72,8 +72,11 @@ class Analysis:
                    pruned: bool = False) -> Analysis:
         if not values and not pruned:
             return self
+        # A partition column's value is the object's, whatever its file holds (as in
+        # polars and DuckDB): the file's statistics of that name never prune.
         return dataclasses.replace(self, partitions=values, partition_types=types,
-                                   pruned=pruned)
+                                   pruned=pruned,
+                                   predicate=P.without(self.predicate, frozenset(values)))
 
     def fields(self) -> dict[str, frozenset[str]]:
         """Columns the query reads only through attribute paths (``s.b.c``, ``s.b.d[0]``),

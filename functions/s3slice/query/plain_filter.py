@@ -16,6 +16,7 @@ as much as polars' own import.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import io
@@ -134,9 +135,9 @@ class _TreeReader:
         sides = [self._operand(left), self._operand(right)]
         match sides:
             case [str(column), (True, value)]:
-                return P.Cmp(column, op, value)
+                return _exact(P.Cmp(column, op, value), right)
             case [(True, value), str(column)]:
-                return P.Cmp(column, P.FLIP[op], value)
+                return _exact(P.Cmp(column, P.FLIP[op], value), left)
         return P.TRUE
 
     def _operand(self, node: Any) -> str | tuple[bool, Any]:
@@ -159,12 +160,27 @@ class _TreeReader:
         values = series.explode()
         if values.dtype not in _IN_TYPES or values.null_count() or values.is_empty():
             raise _Unsupported(values.dtype)
-        return P.In(column, tuple(values.to_list()))
+        items = tuple(values.to_list())
+        return P.In(column, items, tuple(P.literal_sql(v) for v in items))
+
+
+def _exact(cmp: P.Cmp, node: Any) -> P.Pred:
+    """``cmp`` when its constant's SQL text (:func:`~s3slice.query.predicate.literal_sql`,
+    which the statistics are judged with) is one polars reads as the very constant of
+    ``node``; else nothing to prune by."""
+    text = cmp.text
+    if text is None:
+        return P.TRUE
+    try:
+        again = json.loads(pl.sql_expr(text).meta.serialize(format="json"))
+    except Exception:  # noqa: BLE001 - not a text polars reads back: no pruning
+        return P.TRUE
+    return dataclasses.replace(cmp, sql=text) if again == node else P.TRUE
 
 
 def _literal(body: Any) -> tuple[bool, Any]:
-    """(True, value) for a constant the statistics can judge, as sqlglot's analysis reads
-    the same text: ``1`` an int, ``1.5`` and ``1e3`` floats, ``DATE '…'`` a date,
+    """(True, value) for a constant the statistics can judge, typed as polars reads it:
+    ``1`` an int, ``1.5`` a ``Decimal`` (exactly), ``1e3`` a float, ``DATE '…'`` a date,
     ``TIMESTAMP '…'`` a naive datetime; (False, None) for NULL."""
     kind, value = _only(body)
     if kind == "Dyn":
@@ -185,7 +201,7 @@ def _literal(body: Any) -> tuple[bool, Any]:
         case "Null", _:
             return False, None
         case "Decimal", [int(digits), int(), int(scale)]:
-            return True, float(decimal.Decimal(digits).scaleb(-scale))
+            return True, decimal.Decimal(digits).scaleb(-scale)
         case "Date", int(days):
             return True, (_EPOCH + dt.timedelta(days=days)).date()
         case "Datetime", [int(count), str(unit), None] if unit in _MICROSECONDS:

@@ -1,10 +1,18 @@
 """A small predicate language for pruning, and its evaluation against column statistics.
 
 The query layer turns the pushable part of a filter (or of SQL's WHERE) into these nodes.
-Pruning asks one question of a row group: *could any row satisfy the predicate?* It answers
-with an over-approximation of the truth values the predicate can take on the group's rows
-(SQL's three values: true, false, null). A group is skipped only when *true* is impossible,
-so anything the statistics cannot decide keeps the group.
+Pruning asks one question of a row group (a page, a partition): *could any row satisfy the
+predicate?* It answers with an over-approximation of the truth values the predicate can
+take on the unit's rows (SQL's three values: true, false, null). A unit is skipped only
+when *true* is impossible, so anything the statistics cannot decide keeps it.
+
+Each comparison of a column with a constant is judged by polars itself, in the column's own
+type: the statistics' minimum and maximum become a column of that type, and polars' SQL
+compares them with the constant's own text (``c < 1.5``, ``c <= 1.5``, …), exactly as the
+filter will compare the rows. Casts polars makes to compare (an integer column with a
+float, a zone-less text with a zoned timestamp) are monotone, so ``lo`` and ``hi`` bound
+what any row between them can give. A comparison polars refuses prunes nothing: the
+filter then fails on the rows, typed, as it would without pruning.
 """
 
 from __future__ import annotations
@@ -13,11 +21,39 @@ import dataclasses
 import datetime as dt
 import decimal
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
+
+import polars as pl
+
+from s3slice.query import bounds as B
 
 CmpOp = Literal["=", "!=", "<", "<=", ">", ">="]
 FLIP: dict[str, CmpOp] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def literal_sql(value: Any) -> str | None:
+    """SQL text polars reads as the constant ``value`` stands for (an ``int`` an integer,
+    a ``float`` a float, a ``Decimal`` a decimal, a ``str`` a string, a ``date`` a DATE, a
+    naive ``datetime`` a TIMESTAMP); None for a value with no such text."""
+    match value:
+        case bool():
+            return "TRUE" if value else "FALSE"
+        case int():
+            return str(value)
+        case float():
+            # An exponent makes polars read a float (a plain 1.5 is a decimal); 17
+            # digits give back the same double.
+            return f"{value:.17e}" if math.isfinite(value) else None
+        case decimal.Decimal():
+            return format(value, "f") if value.is_finite() else None
+        case str():
+            return "'" + value.replace("'", "''") + "'"
+        case dt.datetime():
+            return None if value.tzinfo is not None else f"TIMESTAMP '{value.isoformat(' ')}'"
+        case dt.date():
+            return f"DATE '{value.isoformat()}'"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +61,12 @@ class Cmp:
     column: str
     op: CmpOp
     value: Any
+    #: The constant's SQL text as polars runs it (None: :func:`literal_sql` of ``value``).
+    sql: str | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def text(self) -> str | None:
+        return self.sql if self.sql is not None else literal_sql(self.value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,12 +74,15 @@ class Between:
     column: str
     low: Any
     high: Any
+    sqls: tuple[str | None, str | None] = dataclasses.field(default=(None, None),
+                                                             compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class In:
     column: str
     values: tuple[Any, ...]
+    sqls: tuple[str | None, ...] | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,17 +135,36 @@ def equality_columns(pred: Pred) -> set[str]:
     return _columns(pred, lambda p: isinstance(p, In) or (isinstance(p, Cmp) and p.op == "="))
 
 
+def without(pred: Pred, columns: set[str] | frozenset[str]) -> Pred:
+    """``pred`` with every comparison of ``columns`` made opaque (they are judged
+    elsewhere: a partition column is a constant of the object, whatever its file holds)."""
+    match pred:
+        case Cmp(column=c) | Between(column=c) | In(column=c) | IsNull(column=c):
+            return TRUE if c in columns else pred
+        case And(items=items):
+            return And(tuple(without(p, columns) for p in items))
+        case Or(items=items):
+            return Or(tuple(without(p, columns) for p in items))
+        case Not(item=item):
+            return Not(without(item, columns))
+    return pred
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ColumnStats:
-    """What a row group's footer says of one column. ``None`` means "not recorded"."""
+    """What a row group's footer says of one column. ``None`` means "not recorded".
+
+    ``min`` and ``max`` are values of the column's polars type ``dtype`` (inferred from
+    them when not given); temporal ones may also be their physical integers."""
 
     num_rows: int
     min: Any = None
     max: Any = None
     null_count: int | None = None
-    is_float: bool = False
-    #: From a Bloom filter: True when a literal is certainly not among the values.
-    excludes: Callable[[Any], bool] | None = dataclasses.field(default=None, compare=False)
+    dtype: pl.DataType | None = None
+    #: From a Bloom filter: True when the comparison's constant is certainly not among the
+    #: values.
+    excludes: Callable[[Cmp], bool] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def all_null(self) -> bool:
@@ -114,137 +178,186 @@ class ColumnStats:
     def has_min_max(self) -> bool:
         return self.min is not None and self.max is not None
 
+    @property
+    def type(self) -> pl.DataType | None:
+        """The polars type of ``min`` and ``max``."""
+        if self.dtype is not None:
+            return self.dtype
+        return _inferred(self.min) if self.has_min_max else None
+
+
+def _inferred(value: Any) -> pl.DataType | None:
+    match value:
+        case bool():
+            return pl.Boolean()
+        case int() if -(1 << 63) <= value < (1 << 63):
+            return pl.Int64()
+        case float():
+            return pl.Float64()
+        case str():
+            return pl.String()
+        case bytes():
+            return pl.Binary()
+        case dt.datetime():
+            return pl.Datetime("us", None if value.tzinfo is None else "UTC")
+        case dt.date():
+            return pl.Date()
+        case decimal.Decimal() if value.is_finite():
+            return pl.Decimal(38, max(0, -int(value.as_tuple().exponent)))
+    return None
+
 
 # A set of possible truth values: (true, false, null).
 Truth: TypeAlias = tuple[bool, bool, bool]
 ANY: Truth = (True, True, True)
 
 
-def _coerce(value: Any, like: Any) -> Any:
-    """``value`` converted to the type of the statistic ``like``; raise when it cannot be."""
-    if value is None:
-        raise TypeError("null literal")
-    if isinstance(like, bool) or isinstance(value, bool):
-        if isinstance(like, bool) and isinstance(value, bool):
-            return value
-        raise TypeError("bool mismatch")
-    if isinstance(like, int | float) and not isinstance(like, bool):
-        if isinstance(value, int | float):
-            return value
-        if isinstance(value, decimal.Decimal):
-            return float(value)
-        raise TypeError("number expected")
-    if isinstance(like, decimal.Decimal):
-        if isinstance(value, int | float | decimal.Decimal):
-            return decimal.Decimal(str(value))
-        raise TypeError("number expected")
-    if isinstance(like, str):
-        if isinstance(value, str):
-            return value
-        raise TypeError("string expected")
-    if isinstance(like, bytes):
-        if isinstance(value, str):
-            return value.encode()
-        if isinstance(value, bytes):
-            return value
-        raise TypeError("bytes expected")
-    if isinstance(like, dt.datetime):
-        parsed = value if isinstance(value, dt.datetime) else (
-            dt.datetime.fromisoformat(value) if isinstance(value, str) else None)
-        if parsed is None:
-            if isinstance(value, dt.date):
-                parsed = dt.datetime(value.year, value.month, value.day)
-            else:
-                raise TypeError("timestamp expected")
-        if (parsed.tzinfo is None) != (like.tzinfo is None):
-            # Naive and aware instants: read the naive one as UTC, as polars does.
-            parsed = (parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None
-                      else parsed.astimezone(dt.UTC).replace(tzinfo=None))
-        return parsed
-    if isinstance(like, dt.date):
-        if isinstance(value, dt.datetime):
-            raise TypeError("a timestamp against a date column is judged by the engine")
-        if isinstance(value, dt.date):
-            return value
-        if isinstance(value, str):
-            return dt.date.fromisoformat(value)
-        raise TypeError("date expected")
-    raise TypeError(f"no pruning for statistics of type {type(like).__name__}")
+def _normal(pred: Pred) -> Pred:
+    """``pred`` with BETWEEN and IN spelled as comparisons (polars runs them so)."""
+    match pred:
+        case Between(column=c, low=lo, high=hi, sqls=(lo_sql, hi_sql)):
+            return And((Cmp(c, ">=", lo, lo_sql), Cmp(c, "<=", hi, hi_sql)))
+        case In(column=c, values=values, sqls=sqls):
+            if not values:
+                return TRUE
+            texts = sqls if sqls is not None else (None,) * len(values)
+            return Or(tuple(Cmp(c, "=", v, s) for v, s in zip(values, texts, strict=True)))
+        case And(items=items):
+            return And(tuple(_normal(p) for p in items))
+        case Or(items=items):
+            return Or(tuple(_normal(p) for p in items))
+        case Not(item=item):
+            return Not(_normal(item))
+    return pred
 
 
-def _compare(stats: ColumnStats, op: str, raw: Any) -> Truth:
-    if stats.all_null:
+def _comparisons(pred: Pred) -> list[Cmp]:
+    match pred:
+        case Cmp():
+            return [pred]
+        case And(items=items) | Or(items=items):
+            return [c for p in items for c in _comparisons(p)]
+        case Not(item=item):
+            return _comparisons(item)
+    return []
+
+
+#: Per (column, type): each bound's row in the judged frame, and per constant text the
+#: results of the six comparisons at each row (the last row is NaN for a float type).
+_Judged: TypeAlias = tuple[dict[Any, int], B.Answers, bool]
+
+
+def _usable(s: ColumnStats | None) -> pl.DataType | None:
+    """The type of a unit's bounds when they can be judged."""
+    if s is None or not s.has_min_max:
+        return None
+    dtype = s.type
+    if dtype is None or not (dtype.is_numeric() or dtype.is_temporal()
+                             or dtype in (pl.String, pl.Binary, pl.Boolean)):
+        return None
+    if dtype.is_float() and (math.isnan(s.min) or math.isnan(s.max)):
+        return None
+    return dtype
+
+
+def _judge(cmps: Sequence[Cmp], units: Sequence[Mapping[str, ColumnStats]]
+           ) -> dict[tuple[str, str], _Judged]:
+    """Every bound of every unit compared by polars with every constant of its column."""
+    texts: dict[str, set[str]] = {}
+    for c in cmps:
+        if c.text is not None:
+            texts.setdefault(c.column, set()).add(c.text)
+    bounds: dict[tuple[str, str], tuple[pl.DataType, dict[Any, int]]] = {}
+    for unit in units:
+        for column in texts:
+            s = unit.get(column)
+            dtype = _usable(s)
+            if s is None or dtype is None:
+                continue
+            _, rows = bounds.setdefault((column, repr(dtype)), (dtype, {}))
+            rows.setdefault(s.min, len(rows))
+            rows.setdefault(s.max, len(rows))
+    out: dict[tuple[str, str], _Judged] = {}
+    for (column, key), (dtype, rows) in bounds.items():
+        found = B.compare_all(list(rows), dtype, sorted(texts[column]))
+        if found is not None:
+            out[(column, key)] = (rows, *found)
+    return out
+
+
+def _leaf(c: Cmp, s: ColumnStats | None, judged: Mapping[tuple[str, str], _Judged]) -> Truth:
+    if s is None:
+        return ANY
+    if s.all_null:
         return (False, False, True)
-    null = stats.may_be_null
-    if op == "=" and stats.excludes is not None and stats.excludes(raw):
+    null = s.may_be_null
+    if c.op == "=" and s.excludes is not None and s.excludes(c):
         return (False, True, null)
-    if not stats.has_min_max:
+    dtype = _usable(s)
+    text = c.text
+    if dtype is None or text is None or (c.column, repr(dtype)) not in judged:
         return ANY
-    if isinstance(raw, float) and math.isnan(raw):
+    rows, results, nan = judged[(c.column, repr(dtype))]
+    at = results[text]
+    lo_row, hi_row = rows[s.min], rows[s.max]
+    found = B.possible(lambda op: B.at(at, lo_row, op), lambda op: B.at(at, hi_row, op), c.op)
+    if found is None:
         return ANY
-    try:
-        v = _coerce(raw, stats.min)
-        lo, hi = stats.min, stats.max
-        if stats.is_float and (math.isnan(lo) or math.isnan(hi)):
-            return ANY
-        true: bool
-        false: bool
-        match op:
-            case "=":
-                true, false = lo <= v <= hi, not (lo == hi == v)
-            case "!=":
-                true, false = not (lo == hi == v), lo <= v <= hi
-            case "<":
-                true, false = lo < v, hi >= v
-            case "<=":
-                true, false = lo <= v, hi > v
-            case ">":
-                true, false = hi > v, lo <= v
-            case ">=":
-                true, false = hi >= v, lo < v
-            case _:  # pragma: no cover - CmpOp is closed
-                return ANY
-    except (TypeError, ValueError, decimal.InvalidOperation, OverflowError):
-        return ANY
-    if stats.is_float:
-        # NaN is not in the statistics; polars orders NaN above every number, so NaN rows
-        # can make >, >= and != true and the rest false.
-        true = true or op in (">", ">=", "!=")
-        false = True
+    true, false = found
+    if nan:  # NaN is not in the statistics; any row may be NaN
+        r = B.at(at, len(at) - 1, c.op)
+        true, false = true or r is not False, false or r is not True
     return (true, false, null)
 
 
-def truth(pred: Pred, stats: Callable[[str], ColumnStats | None]) -> Truth:
-    """Over-approximate the truth values ``pred`` can take on a row group."""
+def _truth(pred: Pred, stats: Mapping[str, ColumnStats],
+           judged: Mapping[tuple[str, str], _Judged]) -> Truth:
     match pred:
-        case Cmp(column=c, op=op, value=v):
-            s = stats(c)
-            return ANY if s is None else _compare(s, op, v)
-        case Between(column=c, low=lo, high=hi):
-            return truth(And((Cmp(c, ">=", lo), Cmp(c, "<=", hi))), stats)
-        case In(column=c, values=values):
-            if not values:
-                return ANY
-            return truth(Or(tuple(Cmp(c, "=", v) for v in values)), stats)
+        case Cmp(column=c):
+            return _leaf(pred, stats.get(c), judged)
         case IsNull(column=c):
-            s = stats(c)
+            s = stats.get(c)
             if s is None or s.null_count is None:
                 return (True, True, False)
             return (s.null_count > 0, s.null_count < s.num_rows, False)
         case Not(item=item):
-            t, f, n = truth(item, stats)
+            t, f, n = _truth(item, stats, judged)
             return (f, t, n)
         case And(items=items):
-            parts = [truth(p, stats) for p in items]
+            parts = [_truth(p, stats, judged) for p in items]
             return (all(p[0] for p in parts), any(p[1] for p in parts),
                     any(p[2] for p in parts))
         case Or(items=items):
-            parts = [truth(p, stats) for p in items]
+            parts = [_truth(p, stats, judged) for p in items]
             return (any(p[0] for p in parts), all(p[1] for p in parts) if parts else False,
                     any(p[2] for p in parts))
     return ANY
 
 
+def may_match_each(pred: Pred, units: Sequence[Mapping[str, ColumnStats]]) -> list[bool]:
+    """For each unit (a row group, a page segment, an object's partition values), False
+    only when no row of it can satisfy ``pred``. polars judges each column's bounds once
+    for all units."""
+    pred = _normal(pred)
+    try:
+        judged = _judge(_comparisons(pred), units)
+    except B.Refused:
+        return [True] * len(units)
+    return [_truth(pred, unit, judged)[0] for unit in units]
+
+
 def may_match(pred: Pred, stats: Mapping[str, ColumnStats]) -> bool:
     """False only when no row of the group can satisfy ``pred``."""
-    return truth(pred, stats.get)[0]
+    return may_match_each(pred, [stats])[0]
+
+
+def truth(pred: Pred, stats: Callable[[str], ColumnStats | None]) -> Truth:
+    """Over-approximate the truth values ``pred`` can take on one unit."""
+    columns = columns_of(pred)
+    unit = {c: s for c in columns if (s := stats(c)) is not None}
+    pred = _normal(pred)
+    try:
+        judged = _judge(_comparisons(pred), [unit])
+    except B.Refused:
+        return ANY
+    return _truth(pred, unit, judged)

@@ -4,6 +4,10 @@ indexes, Bloom filters and partition values can judge, as a :mod:`.predicate` tr
 
 from __future__ import annotations
 
+import decimal
+import re
+from typing import Any
+
 from sqlglot import exp
 
 from s3slice.query import predicate as P
@@ -13,6 +17,23 @@ from s3slice.query.paths import PATH_PREFIX
 _CMP: dict[type[exp.Expr], P.CmpOp] = {
     exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
 }
+
+
+#: A number polars reads as a decimal (no exponent, a point): its value exactly.
+_DECIMAL = re.compile(r"-?(\d+\.\d*|\.\d+)")
+
+
+def _constant(node: exp.Expr) -> tuple[bool, Any, str | None]:
+    """(True, value, SQL text) when ``node`` is a constant the statistics can be compared
+    with: the value typed as polars reads the text (``1.5`` a ``Decimal``, exactly), and
+    the text polars judges the statistics with."""
+    ok, value = literal(node)
+    if not ok:
+        return False, None, None
+    text = node.sql()
+    if isinstance(value, float) and _DECIMAL.fullmatch(text.replace(" ", "").strip("()")):
+        value = decimal.Decimal(text.replace(" ", "").strip("()"))
+    return True, value, text
 
 
 def _is_source_column(node: exp.Expr) -> bool:
@@ -34,25 +55,26 @@ def to_predicate(node: exp.Expr) -> P.Pred:
     if op is not None:
         left, right = node.args["this"], node.args["expression"]
         if _is_source_column(left):
-            ok, value = literal(right)
+            ok, value, text = _constant(right)
             if ok:
-                return P.Cmp(left.name, op, value)
+                return P.Cmp(left.name, op, value, text)
         if _is_source_column(right):
-            ok, value = literal(left)
+            ok, value, text = _constant(left)
             if ok:
-                return P.Cmp(right.name, P.FLIP[op], value)
+                return P.Cmp(right.name, P.FLIP[op], value, text)
         return P.TRUE
     if isinstance(node, exp.Between) and _is_source_column(node.this):
-        ok_lo, lo = literal(node.args["low"])
-        ok_hi, hi = literal(node.args["high"])
+        ok_lo, lo, lo_text = _constant(node.args["low"])
+        ok_hi, hi, hi_text = _constant(node.args["high"])
         if ok_lo and ok_hi:
-            return P.Between(node.this.name, lo, hi)
+            return P.Between(node.this.name, lo, hi, (lo_text, hi_text))
         return P.TRUE
     if isinstance(node, exp.In) and _is_source_column(node.this) and not node.args.get(
             "query"):
-        values = [literal(v) for v in node.expressions]
-        if values and all(ok for ok, _ in values):
-            return P.In(node.this.name, tuple(v for _, v in values))
+        values = [_constant(v) for v in node.expressions]
+        if values and all(ok for ok, _, _ in values):
+            return P.In(node.this.name, tuple(v for _, v, _ in values),
+                        tuple(t for _, _, t in values))
         return P.TRUE
     if isinstance(node, exp.Is) and _is_source_column(node.this) and isinstance(
             node.expression, exp.Null):

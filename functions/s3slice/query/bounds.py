@@ -1,0 +1,107 @@
+"""polars' own comparisons of column values with a constant's SQL text: how
+:mod:`.predicate` judges statistics in the column's own type, exactly as the filter will
+compare the rows (see there)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import polars as pl
+
+from s3slice._errors import is_native_panic
+
+Op = Literal["=", "!=", "<", "<=", ">", ">="]
+OPS: tuple[Op, ...] = ("<", "<=", "=", ">=", ">", "!=")
+_TABLE = "__s3slice_stats"
+#: Per constant text, polars' answer to each of :data:`OPS` at each value (None: null).
+Answers = dict[str, list[tuple[bool | None, ...]]]
+
+
+def values_series(values: Sequence[Any], dtype: pl.DataType) -> pl.Series:
+    """``values`` as a column of ``dtype``, exactly; temporal values may be physical."""
+    if dtype.is_temporal() and values and all(type(v) is int for v in values):
+        return pl.Series("v", values, dtype=pl.Int64).cast(dtype)
+    return pl.Series("v", values, dtype=dtype, strict=True)
+
+
+class Refused(Exception):
+    """polars refuses a comparison: nothing is pruned, the filter itself will say why."""
+
+
+def compare_all(values: list[Any], dtype: pl.DataType, texts: list[str]
+                ) -> tuple[Answers, bool] | None:
+    """polars' answers at ``values`` (and at NaN, last, for a float type: the second item
+    says so); None when they are not values of ``dtype`` (they then judge nothing).
+    Raises :class:`Refused` when polars cannot compare the column with a constant."""
+    try:
+        series = values_series(values, dtype)
+    except Exception:  # noqa: BLE001 - a statistic that is no value of the column's type
+        return None
+    nan = dtype.is_float()
+    if nan:
+        series = series.append(pl.Series("v", [float("nan")], dtype=dtype))
+    try:
+        exprs = [f"(v {op} {text}) AS r{i}_{j}" for i, text in enumerate(texts)
+                 for j, op in enumerate(OPS)]
+        ctx = pl.SQLContext(frames={_TABLE: pl.DataFrame([series])})
+        frame = ctx.execute(f"SELECT {', '.join(exprs)} FROM {_TABLE}", eager=True)
+        if frame.height != series.len() or any(t != pl.Boolean for t in frame.dtypes):
+            raise Refused
+        rows = frame.rows()
+    except Refused:
+        raise
+    except Exception as e:
+        raise Refused from e
+    except BaseException as e:
+        if is_native_panic(e):
+            raise Refused from e
+        raise
+    width = len(OPS)
+    return {text: [r[i * width:(i + 1) * width] for r in rows]
+            for i, text in enumerate(texts)}, nan
+
+
+def only_equal(text: str | None, dtype: pl.DataType, candidate: Any,
+               neighbours: Sequence[Any]) -> bool:
+    """Whether polars finds ``column = constant`` true at ``candidate`` and false at its
+    ``neighbours`` (the values of ``dtype`` just below and above it): then, as its
+    comparisons are monotone, ``candidate`` is the one value that matches, and a Bloom
+    filter may be asked for it alone."""
+    if text is None:
+        return False
+    try:
+        found = compare_all([candidate, *neighbours], dtype, [text])
+    except Refused:
+        return False
+    if found is None:
+        return False
+    answers = found[0][text]
+    return at(answers, 0, "=") is True and all(at(answers, i + 1, "=") is False
+                                               for i in range(len(neighbours)))
+
+
+def at(results: list[tuple[bool | None, ...]], row: int, op: Op) -> bool | None:
+    return results[row][OPS.index(op)]
+
+
+def possible(lo: Callable[[Op], bool | None], hi: Callable[[Op], bool | None],
+             op: Op) -> tuple[bool, bool] | None:
+    """(true possible, false possible) of ``column op constant`` on values between the
+    bounds, from polars' answers at the bounds; None when an answer is null."""
+    match op:
+        case "<" | "<=":
+            a, b = lo(op), hi(op)
+            return None if a is None or b is None else (a, not b)
+        case ">" | ">=":
+            a, b = hi(op), lo(op)
+            return None if a is None or b is None else (a, not b)
+    le, ge, eq_lo, eq_hi = lo("<="), hi(">="), lo("="), hi("=")
+    if le is None or ge is None or eq_lo is None or eq_hi is None:
+        return None
+    if op == "=":
+        return le and ge, not (eq_lo and eq_hi)
+    ne_lo, ne_hi = lo("!="), hi("!=")
+    if ne_lo is None or ne_hi is None:
+        return None
+    return ne_lo or ne_hi, le and ge
