@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice import RequestError
+from s3slice import OutputError, RequestError
 from s3slice.__main__ import LambdaContext
 from s3slice.handler import lambda_handler
 from tests.support import S3Env
@@ -63,6 +63,11 @@ def as_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def strict(constant: str) -> Any:
+    """json.loads' hook for NaN and Infinity, which JSON does not have."""
+    raise AssertionError(f"not JSON: {constant}")
+
+
 def same_floats(got: list[float | None], want: list[float | None]) -> bool:
     return len(got) == len(want) and all(
         (g is None and w is None) or (g is not None and w is not None and (
@@ -80,7 +85,8 @@ def test_json_records_split_only_at_newline(bucket: S3Env, delimiter: str) -> No
                               {"JSON": {"RecordDelimiter": delimiter}})
     payload = response["Payload"]
     assert payload.endswith(delimiter)
-    records = [json.loads(r) for r in payload[:-len(delimiter)].split(delimiter)]
+    records = [json.loads(r, parse_constant=strict)
+               for r in payload[:-len(delimiter)].split(delimiter)]
     assert records == table.to_pylist()  # the oracle: pyarrow's read of the values
 
 
@@ -97,7 +103,8 @@ def test_nan_and_infinities_stay_apart_from_null_in_json_records(bucket: S3Env) 
     put_parquet(bucket, "in/floats.parquet", table)
     response = parquet_select("in/floats.parquet", "SELECT * FROM S3Object s",
                               {"JSON": {}})
-    records = [json.loads(line) for line in response["Payload"].split("\n")[:-1]]
+    records = [json.loads(line, parse_constant=strict)
+               for line in response["Payload"].split("\n")[:-1]]
     want = pq.read_table(pa.BufferReader(bucket.client.get_object(
         Bucket=BUCKET, Key="in/floats.parquet")["Body"].read())).to_pydict()
     assert [r["id"] for r in records] == want["id"]
@@ -107,6 +114,29 @@ def test_nan_and_infinities_stay_apart_from_null_in_json_records(bucket: S3Env) 
                for r, w in zip(records, want["l"], strict=True))
     # Only a real null is null.
     assert [r["x"] is None for r in records] == [v is None for v in FLOATS]
+
+
+def test_nan_inside_a_record_written_to_csv_is_json_text(bucket: S3Env) -> None:
+    rows = [{"id": i, "s": {"v": v, "l": [v, 1.0]}} for i, v in enumerate(FLOATS)]
+    table = pa.Table.from_pylist(rows)
+    put_parquet(bucket, "in/nested-floats.parquet", table)
+    response = parquet_select("in/nested-floats.parquet", "SELECT s.id, s.s FROM S3Object s",
+                              {"CSV": {}})
+    got = list(csv.reader(io.StringIO(response["Payload"])))
+    assert [int(i) for i, _ in got] == [r["id"] for r in rows]
+    for (_, text), row in zip(got, rows, strict=True):
+        record = json.loads(text, parse_constant=strict)  # no bare NaN or Infinity
+        assert same_floats([as_float(record["v"]), *map(as_float, record["l"])],
+                           [row["s"]["v"], *row["s"]["l"]])
+
+
+@pytest.mark.parametrize("output", ["JSON", "CSV"])
+def test_a_datetime_polars_cannot_show_is_a_typed_error(bucket: S3Env, output: str) -> None:
+    far = 9_089_380_393_200_000_000  # 290000-12-30T23:00 in microseconds
+    table = pa.table({"ts": pa.array([0, far], pa.int64()).cast(pa.timestamp("us"))})
+    put_parquet(bucket, "in/far.parquet", table)
+    with pytest.raises(OutputError, match="datetime"):
+        parquet_select("in/far.parquet", "SELECT * FROM S3Object s", {output: {}})
 
 
 # ------------------------------------------------------------ binary values

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import s3slice.parquet.pages
-from s3slice import FOOTER_CACHE, ObjectFormatError
+from s3slice import FOOTER_CACHE, ObjectFormatError, OutputError
 from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
@@ -324,6 +324,24 @@ def test_int96_inside_structs_and_lists_reads_exactly(lake: S3Env, store_schema:
             invoke({"source": far, "columns": [column], "return_rows": True})
 
 
+@pytest.mark.parametrize("answer", [
+    {"return_rows": True}, {"output": {"uri": f"s3://{RESULTS}/out/", "format": "json"}},
+    {"output": {"uri": f"s3://{RESULTS}/out/", "format": "csv"}}])
+def test_a_datetime_polars_cannot_show_is_a_typed_error_in_text_answers(
+        lake: S3Env, answer: dict[str, Any]) -> None:
+    """An INT64 timestamp polars holds but cannot show (year 290000): a text answer of it
+    is an OutputError, never a native panic; a Parquet answer holds it exactly."""
+    far = micros_of(int96_of(SPARK_FAR))
+    table = pa.table({"ts": pa.array([0, far], pa.int64()).cast(pa.timestamp("us"))})
+    uri = put(lake, "far/x.parquet", malformed.write(table))
+    with pytest.raises(OutputError, match="datetime"):
+        invoke({"source": uri, **answer})
+    assert lake.keys(RESULTS) == []
+    response = invoke({"source": uri, "output": f"s3://{RESULTS}/p/"})
+    got = pl.read_parquet(lake.get(response["outputs"][0]["uri"]))
+    assert got["ts"].cast(pl.Int64).to_list() == [0, far]
+
+
 # ------------------------------------------------------------------ NaN and infinities
 
 FLOATS = [1.5, math.nan, None, math.inf, -math.inf, -0.0, 1e300, 5e-324]
@@ -344,6 +362,11 @@ def same(got: list[Any], want: list[Any]) -> bool:
             return (v, math.copysign(1, v))
         return v
     return [key(g) for g in got] == [key(w) for w in want]
+
+
+def not_json(constant: str) -> Any:
+    """json.loads' hook for NaN and Infinity, which JSON does not have."""
+    raise AssertionError(f"not JSON: {constant}")
 
 
 def float_table() -> pa.Table:
@@ -389,7 +412,8 @@ def test_nan_and_infinities_in_ndjson_outputs_stay_apart_from_null(
     body = lake.get(response["outputs"][0]["uri"])
     text = (gzip.decompress(body) if compression == "gzip" else body).decode()
     assert text.endswith("\n")
-    check_float_records([json.loads(line) for line in text.split("\n")[:-1]], table)
+    check_float_records([json.loads(line, parse_constant=not_json)
+                         for line in text.split("\n")[:-1]], table)
 
 
 # ------------------------------------------------------------------ binary values

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
-from s3slice._errors import RequestError, ResultTooLargeError
+from s3slice._errors import OutputError, RequestError, ResultTooLargeError, contained
 from s3slice._model import (
     Compression,
     InputSpec,
@@ -41,6 +42,7 @@ from s3slice._model import (
 )
 from s3slice._output import (
     MAX_INLINE_BYTES,
+    NON_FINITE,
     json_records,
     output_key,
     put_all,
@@ -144,10 +146,22 @@ def _nested_as_json_text(frame: pl.DataFrame) -> pl.DataFrame:
     if not nested:
         return frame
     return frame.with_columns(
-        pl.Series(name, [None if v is None else json.dumps(v, separators=(",", ":"),
-                                                             ensure_ascii=False, default=str)
-                         for v in frame[name].to_list()], dtype=pl.String)
+        pl.Series(name, [None if v is None else json.dumps(
+            _finite(v), separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+            default=str) for v in frame[name].to_list()], dtype=pl.String)
         for name in nested)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each NaN or infinity as its string (``_output.NON_FINITE``), as in
+    JSON records: JSON has no such number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE[repr(value)]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
@@ -213,8 +227,10 @@ def run_select(event: Mapping[str, Any], *, engine: Engine) -> dict[str, Any]:
     request = Request(sources=(ObjectRef(bucket=bucket, key=key),),
                       query=Query(sql=expression), input=spec)
     result = engine.read(request)
-    payload, fmt = serialize_records(s3select_named(result.frame, expression),
-                                     event.get("OutputSerialization"))
+    with contained(lambda e: OutputError(f"cannot serialize the records: {e}"),
+                   native=(pl.exceptions.PolarsError,)):
+        payload, fmt = serialize_records(s3select_named(result.frame, expression),
+                                         event.get("OutputSerialization"))
     if output is None:
         if len(payload) > MAX_INLINE_BYTES:
             raise ResultTooLargeError(
