@@ -54,8 +54,10 @@ def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
             raise RequestError(f"CSV cannot hold the nested column(s) {nested}; choose json "
                                "or parquet, or select other columns", field="output.format")
         frame.write_csv(buf)
-    else:
+    elif _non_finite_rows(frame):
         buf.write("".join(line + "\n" for line in json_records(frame)).encode())
+    else:  # as polars writes it, without a copy per line
+        frame.write_ndjson(buf)
     data = buf.getvalue()
     return gzip.compress(data, mtime=0) if output.compression == "gzip" else data
 
