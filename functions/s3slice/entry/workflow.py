@@ -38,11 +38,13 @@ A query that does not combine objects keeps per-object outputs; its reduce answe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
 import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -64,7 +66,7 @@ from s3slice.engine.results import Stats, summed_counts
 from s3slice.entry.config import Config, parse_query_config
 from s3slice.entry.events import Skipped, parse_run
 from s3slice.entry.observe import logger, record_stats
-from s3slice.parquet.footer import parse_footer
+from s3slice.parquet.footer import Footer
 from s3slice.query.analysis import Analysis
 from s3slice.query.analyzer import analyze, split_for
 from s3slice.query.split_plan import Split, partial_step
@@ -73,8 +75,8 @@ from s3slice.query.split_plan import Split, partial_step
 STATS_KEY = b"s3slice.batch_stats"
 #: The Parquet metadata key naming what a partial answers: ``{"run", "query", "empty"}``.
 PARTIAL_KEY = b"s3slice.partial"
-#: A partial's footer is small: one suffix GET of this many bytes holds it.
-STATS_READ = 256 * 1024
+#: A manifest holds a response kept under Step Functions' state payload limit (256 KiB).
+MANIFEST_READ = 1024 * 1024
 #: The run's manifest, in its partials folder, written once its answer is.
 MANIFEST = "reduced.json"
 #: The most skipped items a batch's response names (their count is in its stats).
@@ -221,7 +223,7 @@ def _already_reduced(manifest: ObjectRef, partials: Sequence[ObjectRef], query: 
                      ) -> dict[str, Any]:
     """The response a completed reduce of this run recorded, after checking that it is
     this query's and that its answer is still there; partials still left are deleted."""
-    tail = engine.fetcher.get_tail(manifest, max(manifest.size or 0, STATS_READ))
+    tail = engine.fetcher.get_tail(manifest, max(manifest.size or 0, MANIFEST_READ))
     assert tail is not None
     try:
         record = json.loads(tail.data)
@@ -260,16 +262,19 @@ def _delete(engine: Engine, partials: Sequence[ObjectRef]) -> list[str]:
 
 def _checked(partials: Sequence[ObjectRef], query: str, run: str,
              engine: Engine) -> list[dict[str, Any]]:
-    """Each partial's identity and batch stats, from its Parquet metadata (its footer, in
-    one suffix GET, then cached for the read): a typed ``QueryError`` for a partial of
-    another query or run, or one that does not say what it answers."""
+    """Each partial's identity and batch stats, from its Parquet metadata (its footer, by
+    the reader's suffix GET on 8 threads, which the footer cache keeps for the read): a
+    typed ``QueryError`` for a partial of another query or run, or one that does not say
+    what it answers."""
+    def footer(ref: ObjectRef) -> Footer:
+        # size unknown: a suffix GET for the footer alone, not the whole small object
+        return engine.parquet.footer(dataclasses.replace(ref, size=None)).footer
+
+    with ThreadPoolExecutor(8, thread_name_prefix="s3slice-partial") as pool:
+        footers = list(pool.map(engine.bind(footer), partials))
     each = []
-    for ref in partials:
-        tail = engine.fetcher.get_tail(ref, STATS_READ)
-        assert tail is not None
-        footer = parse_footer(tail.data, size=tail.size, uri=ref.uri)
-        engine.footers.put(ref, tail.etag, footer)
-        metadata = footer.metadata.metadata or {}
+    for ref, got in zip(partials, footers, strict=True):
+        metadata = got.metadata.metadata or {}
         try:
             identity = json.loads(metadata[PARTIAL_KEY])
             stats = json.loads(metadata.get(STATS_KEY, b"{}"))
