@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice import FOOTER_CACHE, ObjectError, ObjectFormatError
+from s3slice import FOOTER_CACHE, ObjectError, ObjectFormatError, UnknownColumnError
 from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
@@ -229,6 +229,47 @@ def test_struct_paths_beside_a_dotted_name_still_read_their_leaves(
     same_rows(pl.DataFrame(response["rows"]), want)
 
 
+# ------------------------------------------------------ a column some objects lack
+
+@pytest.fixture
+def ragged(lake: S3Env) -> pl.DataFrame:
+    a = pa.table({"x": pa.array(range(50), pa.int64()),
+                  "y": pa.array([None if i % 5 == 0 else f"y{i}" for i in range(50)])})
+    b = pa.table({"x": pa.array(range(50, 80), pa.int64())})
+    put(lake, "r/a.parquet", parquet(a))
+    put(lake, "r/b.parquet", parquet(b))
+    return pl.concat([pl.DataFrame(a), pl.DataFrame(b)], how="diagonal")
+
+
+@pytest.mark.parametrize("query", [
+    {"columns": ["x", "y"], "filter": "y IS NULL"},
+    {"columns": ["x", "y"]},
+    {"columns": ["x"], "filter": "y IS NULL"},
+    {"sql": "SELECT x, y FROM s3object WHERE y IS NULL"},
+    {"sql": "SELECT COUNT(*) AS n, COUNT(y) AS ny FROM s3object"},
+])
+def test_a_column_some_objects_lack_is_null_there(
+        lake: S3Env, ragged: pl.DataFrame, query: dict[str, Any]) -> None:
+    response = invoke({"source": f"s3://{DATA}/r/", **query, "return_rows": True})
+    if "sql" in query:
+        want = ragged.sql(query["sql"].replace("s3object", "self"))
+    else:
+        want = (ragged.filter(pl.sql_expr(query["filter"])) if "filter" in query
+                else ragged).select(query["columns"])
+    same_rows(pl.DataFrame(response["rows"], schema=want.schema), want)
+
+
+@pytest.mark.parametrize("query", [
+    {"columns": ["x", "z"]},
+    {"columns": ["x"], "filter": "z IS NULL"},
+    {"sql": "SELECT x FROM s3object WHERE z IS NULL"},
+])
+def test_a_column_no_object_has_is_still_unknown(
+        lake: S3Env, ragged: pl.DataFrame, query: dict[str, Any]) -> None:
+    with pytest.raises(UnknownColumnError, match="'z'"):
+        invoke({"source": f"s3://{DATA}/r/", **query, "return_rows": True})
+
+
 def test_a_planner_that_misses_a_chunk_fails_typed_and_decodes_no_zeros(
         lake: S3Env, monkeypatch: pytest.MonkeyPatch, dotted: tuple[str, pl.DataFrame]) -> None:
     """The old planner split ``user.id`` as a path and never fetched its chunk; whatever
@@ -248,3 +289,20 @@ def test_a_planner_that_misses_a_chunk_fails_typed_and_decodes_no_zeros(
     assert type(info.value) is ObjectError
     assert lake.keys(RESULTS) == []
     assert all(r.range is None or r.range.startswith("bytes=-") for r in lake.log.gets())
+
+
+@pytest.mark.parametrize("query", [
+    {"columns": ["x", "y"], "filter": "y IS NULL"},
+    {"sql": "SELECT x, UPPER(y) AS u FROM s3object WHERE y IS NULL OR y LIKE 'y1%'"},
+])
+def test_a_csv_object_lacking_a_column_has_it_null_too(
+        lake: S3Env, query: dict[str, Any]) -> None:
+    a = pl.DataFrame({"x": range(20), "y": [None if i % 4 == 0 else f"y{i}" for i in range(20)]})
+    b = pl.DataFrame({"x": range(20, 30)})
+    put(lake, "c/a.csv", a.write_csv().encode())
+    put(lake, "c/b.csv", b.write_csv().encode())
+    both = pl.concat([a, b], how="diagonal")
+    response = invoke({"source": f"s3://{DATA}/c/", **query, "return_rows": True})
+    want = (both.sql(query["sql"].replace("s3object", "self")) if "sql" in query
+            else both.filter(pl.col("y").is_null()).select("x", "y"))
+    same_rows(pl.DataFrame(response["rows"], schema=want.schema), want)

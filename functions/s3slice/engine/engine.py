@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
@@ -41,6 +41,7 @@ from s3slice._read import (
 )
 from s3slice._settings import Settings
 from s3slice.engine import sources as _sources
+from s3slice.engine.lacking import read_all
 from s3slice.engine.results import ReadResult, Stats
 from s3slice.fetch.base import Fetcher
 from s3slice.fetch.s3 import S3Fetcher
@@ -153,12 +154,8 @@ class Engine:
         def one(item: tuple[ObjectRef, Analysis]) -> ObjectResult:
             return self.read_object(item[0], item[1], timings, request.input, sink=sink)
 
-        workers = max(1, min(len(work), 8))
-        if workers == 1:
-            results = [one(item) for item in work]
-        else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="s3slice-obj") as pool:
-                results = list(pool.map(self.bind(one), work))
+        results = read_all(work, one, self._map,
+                           lambda o, names: self._column_types(o, names, request.input))
         self.deadline()
         with timings.phase("execute"), contained(
                 lambda text: QueryError(f"polars failed running the query: {text}"),
@@ -187,6 +184,20 @@ class Engine:
                                    rows_out=frame.height if sink is None else sink.rows)
         return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
                           per_object=per_object, requests_by_tier=tiers)
+
+    def _map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """``fn`` of each item, up to 8 at once, in order."""
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(min(len(items), 8), thread_name_prefix="s3slice-obj") as pool:
+            return list(pool.map(self.bind(fn), items))
+
+    def _column_types(self, obj: ObjectRef, names: Sequence[str], spec: InputSpec | None
+                      ) -> dict[str, pl.DataType]:
+        if self.reader(obj, spec) is not self.parquet:
+            return {}
+        with _unreadable(obj.uri):
+            return self.parquet.column_types(obj, names)
 
     def _stats(self, results: list[ObjectResult], *, before: tuple[int, int, dict[str, int]],
                started: float, timings: Timings, pruned: int, rows_out: int,

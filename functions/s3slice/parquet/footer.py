@@ -207,10 +207,11 @@ def magic_checked(sink: Callable[[int, memoryview], None], uri: str
 
 
 #: A read whose first range starts within this many bytes of the object's start fetches
-#: that range from byte 0, so that the leading ``PAR1`` is checked: at most this many
-#: bytes more, in a GET the read makes anyway (a column chunk of the first row group
-#: starts at byte 4). A read that needs nothing there makes no request for them.
-HEAD_REACH = 64 * 1024
+#: that range from byte 0, so that the leading ``PAR1`` is checked. The first row group's
+#: first column chunk starts right after it, at byte 4: a read that needs it pays 4 bytes
+#: in a GET it makes anyway. A read that needs nothing there (a later row group or column
+#: only) fetches no byte it does not need, and leaves the magic unchecked.
+HEAD_REACH = len(MAGIC)
 
 
 def reaching_head(ranges: Sequence[Range], sink: Callable[[int, memoryview], None],

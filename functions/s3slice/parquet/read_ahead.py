@@ -22,7 +22,7 @@ from s3slice._model import ObjectRef
 from s3slice._ranges import Range
 from s3slice._read import Io
 from s3slice.fetch.image import Image, MemoryImage
-from s3slice.parquet.footer import HEAD_REACH, reaching_head
+from s3slice.parquet.footer import reaching_head
 from s3slice.parquet.plan import Plan, chunk_range
 
 #: Fetches in flight at once, at most (each its own ``get_ranges`` call, whose parts run
@@ -67,13 +67,9 @@ def fetch_groups(io: Io, obj: ObjectRef, etag: str | None, plan: Plan,
         image.write(footer.data_end, memoryview(footer.raw))
         ranges: list[Range] = plan.fetch_ranges(
             io.settings, row_groups=groups, held=(footer.data_end, footer.size), fill=fill)
-        # The fetch of the plan's first needed bytes reaches back to byte 0 when they start
-        # near it: the leading magic is checked for a few bytes more (the other windows or
-        # batches do not fetch those bytes again).
-        first = min((a for g in plan.row_groups for a, _ in plan.chunks[g]), default=0)
-        leads = bool(ranges) and min(a for a, _ in ranges) <= first
-        ranges, sink = reaching_head(ranges, image.write, obj.uri,
-                                     reach=HEAD_REACH if leads else 0)
+        # A fetch of the first row group's first chunk starts at byte 0: the leading magic
+        # is checked for 4 bytes more.
+        ranges, sink = reaching_head(ranges, image.write, obj.uri)
         io.fetch(obj, ranges, etag, sink)
     except BaseException:
         image.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 
 from s3slice import _ranges
-from s3slice._arrow import foreign_time_zones
+from s3slice._arrow import compatible, foreign_time_zones, to_polars
 from s3slice._errors import ObjectFormatError
 from s3slice._model import ObjectRef
 from s3slice._read import Copied, Io, ObjectResult, Timings
@@ -191,6 +191,19 @@ class ParquetReader:
         if bloom is not None:
             job.inputs["bloom_filters"] = bloom
         return job, strategy
+
+    def column_types(self, obj: ObjectRef, names: Sequence[str]) -> dict[str, pl.DataType]:
+        """The polars types the decoders give those of ``names`` that ``obj`` has (its
+        footer, from the cache when a read has had it)."""
+        footing = self.footer(obj)
+        if footing.whole is not None:
+            footing.whole.close()
+        schema = footing.footer.arrow_schema
+        have = [n for n in names if n in schema.names]
+        if not have:
+            return {}
+        return dict(to_polars(compatible(pa.schema([schema.field(n) for n in have]))
+                              .empty_table()).schema)
 
     def footer(self, obj: ObjectRef) -> Footing:
         """The object's footer, its ETag, and (for small objects) the whole object."""
