@@ -85,25 +85,34 @@ def _exact(arr: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:
     """``arr`` with each 12-byte value where ``typ`` has a timestamp decoded as INT96."""
     t: Any = arr.type
     want: Any = typ
-    mask = arr.is_null() if arr.null_count else None
     if t == pa.binary(12):
         return _int96_chunk(arr, typ) if pa.types.is_timestamp(typ) else arr
+    if pa.types.is_nested(t) and arr.offset:
+        arr = pa.concat_arrays([arr])  # unsliced: list offsets then start at 0
+    mask = arr.is_null() if arr.null_count else None
+    nested: Any = arr
     if pa.types.is_struct(t) and pa.types.is_struct(want):
         children = [c if want.get_field_index(f.name) < 0 else
                     _exact(c, want.field(want.get_field_index(f.name)).type)
-                    for f, c in zip(t, cast(Any, arr).flatten(), strict=True)]
+                    for f, c in zip(t, nested.flatten(), strict=True)]
         return pa.StructArray.from_arrays(
             children, fields=[f.with_type(c.type) for f, c in zip(t, children, strict=True)],
             mask=mask)
+    if pa.types.is_map(t) and pa.types.is_map(want):
+        keys = _exact(nested.keys, want.key_type)
+        items = _exact(nested.items, want.item_type)
+        map_type = cast(Any, pa.map_)(t.key_field.with_type(keys.type),
+                                      t.item_field.with_type(items.type))
+        return cast("pa.Array[Any]", pa.MapArray.from_arrays(
+            nested.offsets, keys, items, mask=mask, type=map_type))
     large = pa.types.is_large_list(t)
     if (large or pa.types.is_list(t)) and (
             pa.types.is_list(want) or pa.types.is_large_list(want)):
-        lists: Any = arr
-        values = _exact(lists.values, want.value_type)
+        values = _exact(nested.values, want.value_type)
         item = t.value_field.with_type(values.type)
         build: Any = pa.LargeListArray if large else pa.ListArray
         return cast("pa.Array[Any]", build.from_arrays(
-            lists.offsets, values, type=pa.large_list(item) if large else pa.list_(item),
+            nested.offsets, values, type=pa.large_list(item) if large else pa.list_(item),
             mask=mask))
     return arr
 

@@ -271,9 +271,9 @@ def test_int96_through_the_page_index_is_exact(lake: S3Env, monkeypatch: pytest.
 
 
 def nested_int96_file(values: list[tuple[int, int]], *, store_schema: bool) -> bytes:
-    """INT96 leaves inside a struct, a list, a list of structs and a map (each row holds
-    ``values[row]`` in each), beside a true FIXED_LEN_BYTE_ARRAY(12) in the same struct:
-    placeholders written by pyarrow, then overwritten in place as above."""
+    """INT96 leaves inside a struct, a list, a list of structs and a map's items (each row
+    holds ``values[row]`` in each), beside a true FIXED_LEN_BYTE_ARRAY(12) in the same
+    struct: placeholders written by pyarrow, then overwritten in place as above."""
     n = len(values)
     base = dt.datetime(2000, 1, 1)
     ph = {(leaf, row): base + dt.timedelta(seconds=leaf * 10_000 + row)
@@ -296,7 +296,7 @@ def nested_int96_file(values: list[tuple[int, int]], *, store_schema: bool) -> b
                           seconds // 86_400 + JULIAN_UNIX_EPOCH)
         at = data.find(old)
         assert at > 0 and data.find(old, at + 1) < 0
-        value = values[row] if leaf < 3 else int96_of("2020-01-01T00:00:00+00:00")
+        value = values[row]
         data[at:at + 12] = struct.pack("<qi", value[1], value[0])
     return bytes(data)
 
@@ -306,8 +306,12 @@ def test_int96_inside_structs_and_lists_reads_exactly(lake: S3Env, store_schema:
     values = [v for v in READABLE if v is not None]
     uri = put(lake, "spark/nested.parquet", nested_int96_file(values, store_schema=store_schema))
     response = invoke({"source": uri, "output": f"s3://{RESULTS}/out/"})
-    got = pl.read_parquet(lake.get(response["outputs"][0]["uri"]))
+    body = lake.get(response["outputs"][0]["uri"])
+    got = pl.read_parquet(body)
     want = expected_micros(values)
+    maps = pq.read_table(pa.BufferReader(body))["m"].combine_chunks()
+    assert maps.offsets.to_pylist() == list(range(len(values) + 1))
+    assert maps.items.cast(pa.int64()).to_pylist() == want
     assert got["s"].struct.field("t").cast(pl.Int64).to_list() == want
     assert got["s"].struct.field("raw").to_list() == [b"twelve bytes"] * len(values)
     assert [v[0] for v in got["l"].list.eval(pl.element().cast(pl.Int64)).to_list()] == want
@@ -319,7 +323,7 @@ def test_int96_inside_structs_and_lists_reads_exactly(lake: S3Env, store_schema:
                                     "raw": base64.b64encode(b"twelve bytes").decode()}}]
     far = put(lake, "spark/nested-far.parquet", nested_int96_file(
         [*values, int96_of(SPARK_FAR)], store_schema=store_schema))
-    for column in ("s", "l", "ls"):
+    for column in ("s", "l", "ls", "m"):
         with pytest.raises(ObjectFormatError, match=f"column '{column}'.*INT96"):
             invoke({"source": far, "columns": [column], "return_rows": True})
 

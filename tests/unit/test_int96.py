@@ -74,3 +74,20 @@ def test_nested_values_are_decoded_and_other_12_byte_values_kept() -> None:
     assert [g[0]["b"] for g in got] == [struct.pack("<qi", 2, 1), struct.pack("<qi", 4, 3)]
     assert got[0][0]["t"] == dt.datetime(1970, 1, 2, 0, 0, 0, 1)
     assert got[1][0]["t"] is None
+
+
+def test_sliced_lists_and_maps_with_nulls_are_rebuilt_exactly() -> None:
+    one, two = (EPOCH + 1, 1_000), (EPOCH - 1, 0)
+    day, before = dt.datetime(1970, 1, 2, 0, 0, 0, 1), dt.datetime(1969, 12, 31)
+    offsets, mask = pa.array([0, 1, 1, 3]), pa.array([False, True, False])
+    lists = pa.ListArray.from_arrays(offsets, raw([one, two, None]), mask=mask)
+    maps = pa.MapArray.from_arrays(offsets, pa.array(["a", "b", "c"]), raw([one, two, None]),
+                                   mask=mask)
+    cases: list[tuple[Any, pa.DataType, list[Any]]] = [
+        (lists, pa.list_(pa.timestamp("us")), [[day], None, [before, None]]),
+        (maps, pa.map_(pa.string(), pa.timestamp("us")),
+         [[("a", day)], None, [("b", before), ("c", None)]])]
+    for arr, typ, want in cases:
+        got = int96_timestamps(pa.chunked_array([arr.slice(1), arr]), typ)
+        assert got.type == typ
+        assert got.to_pylist() == want[1:] + want

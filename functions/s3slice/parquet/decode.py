@@ -175,8 +175,8 @@ def int96_metadata(footer: Footer, uri: str) -> tuple[pq.FileMetaData, frozenset
     """The footer with each INT96 leaf retyped FIXED_LEN_BYTE_ARRAY(12) (the same PLAIN
     and dictionary bytes), so pyarrow hands over its 12 bytes for
     :func:`~s3slice._arrow.int96_timestamps`, and the top-level columns holding such a
-    leaf (at the top, or inside structs and lists; not inside a map, which pyarrow's own
-    microsecond coercion reads); None when there is none. Once per footer."""
+    leaf (at the top, or inside structs, lists and maps); None when there is none. Once
+    per footer."""
     memo = footer.memo.get("int96")
     if memo is None:
         memo = footer.memo.setdefault("int96", (_int96_as_bytes(footer, uri),))
@@ -188,26 +188,22 @@ def _int96_as_bytes(footer: Footer, uri: str) -> tuple[pq.FileMetaData, frozense
     # A fresh parse: the footer's own Thrift objects are shared (footer cache, page index).
     fmd = _thrift.read_struct("FileMetaData", footer.raw[:-FOOTER_TRAILER], uri)
     paths: set[tuple[str, ...]] = set()
-    maps = (t.ConvertedType.MAP, t.ConvertedType.MAP_KEY_VALUE)
 
-    def walk(i: int, path: tuple[str, ...], in_map: bool) -> int:
+    def walk(i: int, path: tuple[str, ...]) -> int:
         """Retype the INT96 leaves of element ``i``'s subtree; the index after it."""
         element = fmd.schema[i]
         if not element.num_children:
-            if element.type == t.Type.INT96 and not in_map:
+            if element.type == t.Type.INT96:
                 element.type, element.type_length = t.Type.FIXED_LEN_BYTE_ARRAY, 12
                 paths.add(path)
             return i + 1
-        logical = element.logicalType
-        in_map = in_map or element.converted_type in maps or (
-            logical is not None and logical.MAP is not None)
         j = i + 1
         for _ in range(element.num_children):
-            j = walk(j, (*path, fmd.schema[j].name), in_map)
+            j = walk(j, (*path, fmd.schema[j].name))
         return j
     i = 1
     for _ in range(fmd.schema[0].num_children or 0):
-        i = walk(i, (fmd.schema[i].name,), False)
+        i = walk(i, (fmd.schema[i].name,))
     if not paths:
         return None
     for group in fmd.row_groups or []:
@@ -263,4 +259,8 @@ def _with_bytes(stored: Any, bare: Any) -> Any:
             pa.types.is_list(bare) or pa.types.is_large_list(bare)):
         item = stored.value_field.with_type(_with_bytes(stored.value_type, bare.value_type))
         return pa.large_list(item) if pa.types.is_large_list(stored) else pa.list_(item)
+    if pa.types.is_map(stored) and pa.types.is_map(bare):
+        return pa.map_(stored.key_field.with_type(_with_bytes(stored.key_type, bare.key_type)),
+                       stored.item_field.with_type(_with_bytes(stored.item_type,
+                                                               bare.item_type)))
     return stored
