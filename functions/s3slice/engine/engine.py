@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -154,8 +155,8 @@ class Engine:
         def one(item: tuple[ObjectRef, Analysis]) -> ObjectResult:
             return self.read_object(item[0], item[1], timings, request.input, sink=sink)
 
-        results = read_all(work, one, self._map,
-                           lambda o, names: self._column_types(o, names, request.input))
+        results = read_all(work, one, functools.partial(_map, self.bind),
+                           functools.partial(_column_types, self, request.input))
         self.deadline()
         with timings.phase("execute"), contained(
                 lambda text: QueryError(f"polars failed running the query: {text}"),
@@ -184,20 +185,6 @@ class Engine:
                                    rows_out=frame.height if sink is None else sink.rows)
         return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
                           per_object=per_object, requests_by_tier=tiers)
-
-    def _map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        """``fn`` of each item, up to 8 at once, in order."""
-        if len(items) <= 1:
-            return [fn(item) for item in items]
-        with ThreadPoolExecutor(min(len(items), 8), thread_name_prefix="s3slice-obj") as pool:
-            return list(pool.map(self.bind(fn), items))
-
-    def _column_types(self, obj: ObjectRef, names: Sequence[str], spec: InputSpec | None
-                      ) -> dict[str, pl.DataType]:
-        if self.reader(obj, spec) is not self.parquet:
-            return {}
-        with _unreadable(obj.uri):
-            return self.parquet.column_types(obj, names)
 
     def _stats(self, results: list[ObjectResult], *, before: tuple[int, int, dict[str, int]],
                started: float, timings: Timings, pruned: int, rows_out: int,
@@ -328,6 +315,24 @@ class Engine:
         except PreconditionFailed:
             raise ObjectChangedError("the object changed twice while being read",
                                      uri=obj.uri) from None
+
+
+def _map(bind: Callable[[Callable[..., Any]], Callable[..., Any]], fn: Callable[[Any], Any],
+         items: list[Any]) -> list[Any]:
+    """``fn`` of each item, up to 8 at once (each bound by ``bind``), in order."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(len(items), 8), thread_name_prefix="s3slice-obj") as pool:
+        return list(pool.map(bind(fn), items))
+
+
+def _column_types(engine: Engine, spec: InputSpec | None, obj: ObjectRef,
+                  names: Sequence[str]) -> dict[str, pl.DataType]:
+    """The types a Parquet object's footer gives those of ``names`` it has."""
+    if engine.reader(obj, spec) is not engine.parquet:
+        return {}
+    with _unreadable(obj.uri):
+        return engine.parquet.column_types(obj, names)
 
 
 def _unreadable(uri: str) -> AbstractContextManager[None]:
