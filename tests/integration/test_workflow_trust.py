@@ -39,7 +39,7 @@ from s3slice._demo import sample_table
 from s3slice._invoke import LambdaContext
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
-from tests.support import S3Env
+from tests.support import EVENTS, S3Env
 
 pytestmark = pytest.mark.integration
 
@@ -184,8 +184,17 @@ def success_notification(size: int | None) -> dict[str, Any]:
                          "s3": {"bucket": {"name": DATA}, "object": obj}}]}
 
 
+def success_eventbridge() -> dict[str, Any]:
+    event = json.loads((EVENTS / "eventbridge-object-created.json").read_text())
+    event["detail"]["bucket"]["name"] = DATA
+    event["detail"]["object"].update(key="spark/_SUCCESS", size=0,
+                                     etag="d41d8cd98f00b204e9800998ecf8427e")
+    return dict(event)
+
+
 @pytest.mark.parametrize("event", [
     pytest.param(success_notification(0), id="s3-notification-size-0"),
+    pytest.param(success_eventbridge(), id="eventbridge-size-0"),
     pytest.param(success_notification(None), id="s3-notification-no-size"),
     pytest.param({"source": f"s3://{DATA}/spark/_SUCCESS", "columns": ["col_1"],
                   "output": OUTPUT}, id="direct"),
