@@ -28,7 +28,8 @@ def must_split(sql: str) -> Split:
     assert s is not None, sql
     # Both plans parse and run in polars: the partial over a batch, the final over it.
     partial = s.partial(DATA).collect()
-    pl.SQLContext(frames={PARTIALS_TABLE: partial}).execute(s.final_sql, eager=True)
+    pl.SQLContext(frames={PARTIALS_TABLE: partial}).execute(s.final_plan(partial.schema),
+                                                            eager=True)
     return s
 
 
@@ -67,16 +68,22 @@ def test_count_becomes_a_sum_of_counts_that_is_zero_over_no_rows() -> None:
     assert tree(s.final_sql).args.get("group") is None
 
 
-def test_avg_is_a_sum_and_a_count() -> None:
+def test_avg_is_an_exact_sum_and_a_count_typed_by_a_witness() -> None:
     s = must_split("SELECT AVG(x) FROM s3object")
-    assert functions(s.partial_sql) == {"Sum", "Count"}
-    final = tree(s.final_sql)
+    # the sum in Int128 (a Decimal(38, 0) partial), the count, and MIN(x): x's own type
+    assert functions(s.partial_sql) == {"Sum", "Count", "Min"}
+    assert [t.this for t in tree(s.partial_sql).find_all(exp.DataType)] == [
+        exp.DataType.Type.INT128]
+    assert s.wide == ("__s3slice_s0",)
+    final = tree(s.final_plan(s.partial(DATA).collect_schema()))
     assert final.find(exp.Div) is not None and final.find(exp.Nullif) is not None
+    # divided once, in Float64
+    assert [c.to.this for c in final.find_all(exp.Cast)] == [exp.DataType.Type.DOUBLE]
 
 
 def test_shared_states_are_computed_once() -> None:
-    s = must_split("SELECT SUM(x), AVG(x), COUNT(x) FROM s3object")
-    assert len(tree(s.partial_sql).expressions) == 2  # SUM(x), COUNT(x)
+    s = must_split("SELECT SUM(x), AVG(x), COUNT(x), MIN(x) FROM s3object")
+    assert len(tree(s.partial_sql).expressions) == 3  # SUM(x), COUNT(x), MIN(x)
 
 
 def test_min_max_merge_as_themselves() -> None:
@@ -86,11 +93,11 @@ def test_min_max_merge_as_themselves() -> None:
 
 def test_variance_carries_count_mean_and_m2_and_merges_over_a_pooled_mean() -> None:
     s = must_split("SELECT g, STDDEV(f), VARIANCE(f) FROM s3object GROUP BY g")
-    assert functions(s.partial_sql) == {"Count", "Avg", "Variance"}
+    assert functions(s.partial_sql) == {"Count", "Avg", "Variance", "Min"}
     final = tree(s.final_sql)
     assert final.find(exp.Window) is not None  # the pooled mean per group
     assert final.find(exp.Sqrt) is not None
-    assert len(tree(s.partial_sql).expressions) == 4  # key, n, mean, M2 (shared)
+    assert len(tree(s.partial_sql).expressions) == 5  # key, n, mean, M2, witness (shared)
 
 
 def test_count_distinct_groups_the_partial_by_its_argument() -> None:

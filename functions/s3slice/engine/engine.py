@@ -170,7 +170,7 @@ class Engine:
                 frame = _combine([(o.uri, f) for o, f in per_object])
             else:
                 combined = _combine([(r.obj.uri, r.frame) for r in results])
-                split = _single_split(analysis) if len(results) > 1 else None
+                split = _single_split(analysis, len(results))
                 if split is None:
                     frame = collect(analysis.finish(combined.lazy()))
                 else:  # as a Distributed Map answers it: partials per object, then final
@@ -342,10 +342,10 @@ def _unreadable(uri: str) -> AbstractContextManager[None]:
                      native=(pl.exceptions.PolarsError, pa.ArrowException))
 
 
-def _single_split(analysis: Analysis) -> Split | None:
-    """The split a many-object read shares with the Distributed Map; None when the query
-    does not combine objects or cannot be split exactly (one process answers it whole)."""
+def _single_split(analysis: Analysis, objects: int) -> Split | None:
+    """The split a read of ``objects`` shares with the Distributed Map (:meth:`Split.used`);
+    None when it has none, or cannot be split exactly (one process answers it whole)."""
     try:
-        return split_for(analysis)
+        return Split.used(split_for(analysis), objects)
     except QueryError:
         return None

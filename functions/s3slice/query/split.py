@@ -27,7 +27,8 @@ of partial states; ``Split.final_sql`` runs over the concatenation of the partia
 (table ``partials``) and yields the original query's answer: the same rows, column names
 and order. ``Split.final(..., schema=...)`` also casts each column to the type polars
 gives the original query over rows of that schema (found by running the query over no
-rows), and names it as polars does; without a schema the names are ``final_sql``'s own,
+rows; an exact integer sum wider than polars' type keeps its own), and names it as polars
+does; without a schema the names are ``final_sql``'s own,
 which follow polars' naming for the usual shapes. Both plans are built as sqlglot trees,
 read and written in the S3 Select dialect with polars' null ordering (nulls largest).
 
@@ -43,10 +44,13 @@ construct                         partial (per group of a batch)   final (per gr
 ================================  ===============================  ==========================
 ``GROUP BY k``                    ``k AS __s3slice_k0``, grouped   grouped by ``__s3slice_k0``
 ``COUNT(*)``, ``COUNT(x)``        ``COUNT(...) AS c``              ``COALESCE(SUM(c), 0)``
-``SUM(x)``                        ``SUM(x) AS s``                  ``SUM(s)`` (null when every
-                                                                   batch's is: all null)
+``SUM(x)``                        ``SUM(x * CAST(1 AS INT128))``   ``SUM(s)``, cast to the answer
+                                  ``AS s`` (exact), ``MIN(x)`` (a  type by w's (null when every
+                                  witness w of x's type)           batch's is: all null)
 ``MIN(x)``, ``MAX(x)``            ``MIN(x)``, ``MAX(x)``           ``MIN``, ``MAX`` of those
-``AVG(x)``                        ``SUM(x) AS s, COUNT(x) AS n``   ``SUM(s) / NULLIF(SUM(n), 0)``
+``AVG(x)``                        exact ``s`` as for SUM,          ``CAST(SUM(s) AS DOUBLE) /
+                                  ``COUNT(x) AS n``, witness w     NULLIF(SUM(n), 0)`` (REAL
+                                                                   for a Float32 x)
 ``STDDEV``/``VARIANCE`` (sample:  ``COUNT(x) AS n, AVG(x) AS m,``  Chan's merge: with ``M`` the
 polars' ``STDDEV``,               ``COALESCE(VARIANCE(x) * (n-1),  pooled mean (a window over
 ``STDDEV_SAMP``, ``VAR``,         0) AS q`` (q: the sum of         the partials), ``Q = SUM(q)
@@ -70,7 +74,16 @@ aggregate query, ORDER BY/LIMIT
                                   order and limit, as above)       the partials
 ================================  ===============================  ==========================
 
-Numerics. Counts, integer sums, MIN and MAX are exact. Floating-point sums are regrouped
+Numerics. Counts, integer and decimal sums, MIN and MAX are exact for any batching and
+any values the types allow: :mod:`.split_types` sums each partial in Int128 (kept as
+Decimal(38, 0) in the partial frame, which Parquet holds) and types the merged sum by a
+witness of the argument's own type (``final_sql`` is a template :meth:`Split.final_plan`
+resolves for the partials' schema). SUM of Int32/UInt32 answers an exact Int64 where
+polars keeps the type and wraps; an Int64/UInt64 sum beyond 64 bits is a typed
+``QueryError``, never a wrapped value; an integer AVG is the exact sum over the count,
+rounded once to Float64 (STDDEV/VARIANCE take ``x * CAST(1 AS DOUBLE)``, so a Float32 is
+merged in Float64 and rounded to Float32 at the end, as polars types it). Floating-point
+sums are regrouped
 (batch by batch), so they equal the one-pass sum within rounding: a relative error of a
 few ulps times the number of terms (the tests allow ``1e-9`` relative on data without
 cancellation). AVG divides the merged sum by the merged count. Variance does not use
@@ -136,8 +149,10 @@ def split_query(sql: str) -> Split | None:
     group = tree.args.get("group")
     if any(aggregates(e) for e in clauses(tree)) or group is not None or tree.args.get(
             "having") is not None:
-        partial_sql, final_sql = AggregateSplit(tree).build()
-        return Split(sql=sql, partial_sql=partial_sql, final_sql=final_sql, aggregate=True)
+        planner = AggregateSplit(tree)
+        partial_sql, final_sql = planner.build()
+        return Split(sql=sql, partial_sql=partial_sql, final_sql=final_sql, aggregate=True,
+                     wide=planner.wide())
     if distinct is not None or tree.args.get("order") is not None or limit_of(tree) is not None:
         partial_sql, final_sql = rows_split(tree)
         return Split(sql=sql, partial_sql=partial_sql, final_sql=final_sql, aggregate=False)

@@ -25,6 +25,7 @@ from s3slice.query.split_sql import (
     strip,
     unalias,
 )
+from s3slice.query.split_types import as_double, typed, widened
 
 
 @dataclasses.dataclass
@@ -135,6 +136,10 @@ class AggregateSplit:
                 final.set("offset", exp.Offset(expression=exp.Literal.number(limit[1])))
         return select_sql(partial), select_sql(final)
 
+    def wide(self) -> tuple[str, ...]:
+        """The partial columns holding exact sums (Int128, stored as Decimal(38, 0))."""
+        return tuple(s.name for s in self.states if s.name.startswith(f"{PREFIX}s"))
+
     @staticmethod
     def over(agg: exp.Expr, by: list[exp.Column]) -> exp.Window:
         return exp.Window(this=agg, partition_by=[c.copy() for c in by] or None)
@@ -175,6 +180,11 @@ class AggregateSplit:
         self.states.append(_State(name, expr))
         return name
 
+    def witness(self, arg: exp.Expr) -> str:
+        """A partial column of ``arg``'s own type (its MIN), by which the final step types
+        the exact merged value (:mod:`.split_types`)."""
+        return self.state(exp.Min(this=arg.copy()), "min")
+
     def distinct_column(self, arg: exp.Expr) -> str:
         text = strip(arg)
         if text not in self.distinct:
@@ -207,6 +217,8 @@ class AggregateSplit:
                 raise QueryError(f"the query cannot be split across batches: "
                                  f"{agg_name(node)}(DISTINCT ...) ({node.sql()})")
             d = self.distinct_column(value)
+            if isinstance(node, exp.Sum):  # summed exactly, typed by the values' own column
+                return typed("sum", d, exp.Sum(this=exp.Distinct(expressions=[widened(col(d))])))
             merged = type(node)(this=exp.Distinct(expressions=[col(d)]))
             return exp.Coalesce(this=merged, expressions=[zero]) if isinstance(
                 node, exp.Count) else merged
@@ -214,14 +226,15 @@ class AggregateSplit:
             c = self.state(exp.Count(this=arg.copy() if arg is not None else exp.Star()), "c")
             return exp.Coalesce(this=exp.Sum(this=col(c)), expressions=[zero])
         if isinstance(node, exp.Sum):
-            return exp.Sum(this=col(self.state(exp.Sum(this=arg.copy()), "s")))
+            s = self.state(exp.Sum(this=widened(arg)), "s")
+            return typed("sum", self.witness(arg), exp.Sum(this=col(s)))
         if isinstance(node, exp.Min | exp.Max):
             kind = "min" if isinstance(node, exp.Min) else "max"
             return type(node)(this=col(self.state(type(node)(this=arg.copy()), kind)))
-        if isinstance(node, exp.Avg):
-            s = self.state(exp.Sum(this=arg.copy()), "s")
+        if isinstance(node, exp.Avg):  # the exact sum over the count, divided once
+            s = self.state(exp.Sum(this=widened(arg)), "s")
             n = self.state(exp.Count(this=arg.copy()), "c")
-            return exp.Div(this=exp.Sum(this=col(s)), expression=exp.Nullif(
+            return typed("avg", self.witness(arg), exp.Sum(this=col(s)), exp.Nullif(
                 this=exp.Sum(this=col(n)), expression=zero))
         if isinstance(node, VARIANCE):
             return self._variance(node, arg)
@@ -233,9 +246,9 @@ class AggregateSplit:
         Chan's parallel merge of (n, mean, M2) per batch group."""
         one = exp.Literal.number(1)
         n = self.state(exp.Count(this=arg.copy()), "c")
-        m = self.state(exp.Avg(this=arg.copy()), "m")
+        m = self.state(exp.Avg(this=as_double(arg)), "m")
         m2 = self.state(exp.Coalesce(this=exp.Mul(
-            this=exp.Variance(this=arg.copy()),
+            this=exp.Variance(this=as_double(arg)),
             expression=exp.Paren(this=exp.Sub(this=exp.Count(this=arg.copy()), expression=one))),
             expressions=[exp.Literal.number(0)]), "q")
         pooled = next((g for g, nn, mm in self.means if (nn, mm) == (n, m)), None)
@@ -250,5 +263,5 @@ class AggregateSplit:
                                    true=exp.Div(this=exp.Paren(this=total), expression=exp.Paren(
                                        this=exp.Sub(this=count.copy(), expression=one.copy()))))])
         if isinstance(node, exp.Stddev | exp.StddevSamp):
-            return exp.Sqrt(this=var)
-        return var
+            return typed("var", self.witness(arg), exp.Sqrt(this=var))
+        return typed("var", self.witness(arg), var)

@@ -34,10 +34,35 @@ class Split:
     #: True for an aggregate (or GROUP BY) query: the partials are merged states; False for
     #: DISTINCT / ORDER BY / LIMIT over rows: the partials are candidate rows.
     aggregate: bool
+    #: The partial columns holding exact sums: Int128 in the plan, Decimal(38, 0) in the
+    #: partial frame (Parquet holds it); ``final_sql`` is then a template the partials'
+    #: schema types (:mod:`.split_types`).
+    wide: tuple[str, ...] = ()
+
+    @staticmethod
+    def used(split: Split | None, objects: int) -> Split | None:
+        """``split`` as a read of ``objects`` uses it: never without objects, nor for one
+        object's rows (they stand alone), but an aggregate's even for one object, so that
+        its sums are exact whatever the batching (:mod:`.split_types`)."""
+        if split is None or objects == 0 or (objects == 1 and not split.aggregate):
+            return None
+        return split
 
     def partial(self, batch: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
         """The partial frame of one batch (any number of rows, none included)."""
-        return _execute(self.partial_sql, {SOURCE_TABLE: batch.lazy()})
+        lf = _execute(self.partial_sql, {SOURCE_TABLE: batch.lazy()})
+        if not self.aggregate:
+            return lf
+        from s3slice.query.split_types import wide_partials  # a split query has sqlglot
+        return wide_partials(lf, self.wide)
+
+    def final_plan(self, schema: Mapping[str, pl.DataType]) -> str:
+        """The final plan's SQL over partials of ``schema``: an aggregate's template with
+        each exact sum, average and variance cast to its answer's type."""
+        if not self.aggregate:
+            return self.final_sql
+        from s3slice.query.split_types import resolve
+        return resolve(self.final_sql, pl.Schema(schema))
 
     def final(self, partials: Iterable[pl.LazyFrame | pl.DataFrame], *,
               schema: Mapping[str, pl.DataType] | None = None) -> pl.LazyFrame:
@@ -49,7 +74,7 @@ class Split:
         if not frames:
             raise ValueError("final: no partial frames; pass the partial of an empty batch")
         merged = pl.concat(frames, how="vertical_relaxed")
-        answer = _execute(self.final_sql, {PARTIALS_TABLE: merged})
+        answer = _execute(self.final_plan(merged.collect_schema()), {PARTIALS_TABLE: merged})
         if schema is None:
             return answer
         want = self.output_schema(schema)
@@ -57,8 +82,9 @@ class Split:
         if len(have) != len(want):
             raise QueryError(f"the split answer has {len(have)} columns where the query has "
                              f"{len(want)}")
-        return answer.select(pl.col(h).cast(t).alias(n)
-                             for h, (n, t) in zip(have, want.items(), strict=True))
+        types = answer.collect_schema().dtypes()
+        return answer.select(pl.col(h).cast(_answer_type(a, t)).alias(n) for h, a, (n, t) in zip(
+            have, types, want.items(), strict=True))
 
     def output_schema(self, schema: Mapping[str, pl.DataType]) -> pl.Schema:
         """The names and types polars gives the original query over rows of ``schema``."""
@@ -74,6 +100,19 @@ class Split:
                 raise ValueError("run: no batches and no schema to make an empty one from")
             frames = [self.partial(pl.DataFrame(schema=dict(schema))).collect()]
         return self.final(frames, schema=schema)
+
+
+def _answer_type(have: pl.DataType, polars: pl.DataType) -> pl.DataType:
+    """The type of an answer's column: polars', but an exact integer sum where polars' type
+    would wrap (an Int64 sum of Int32 values, :mod:`.split_types`) keeps its own."""
+    if have.is_integer() and polars.is_integer() and _bits(have) > _bits(polars):
+        return have
+    return polars
+
+
+def _bits(t: pl.DataType) -> int:
+    bits: dict[type[pl.DataType], int] = {pl.Int64: 64, pl.UInt64: 64, pl.Int128: 128}
+    return bits.get(t.base_type(), 32)
 
 
 def _execute(sql: str, frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
