@@ -17,7 +17,6 @@ import io
 import json
 import math
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +88,7 @@ def _digest(*parts: str) -> str:
 
 
 def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """The rows as JSON objects: binary values as base64 text, NaN and infinities as the
-    strings of :data:`NON_FINITE`."""
+    """The rows as JSON objects, valued as in :func:`json_records`."""
     frame = textual(frame)
     with contained(lambda e: OutputError(f"cannot return the rows inline: {e}"),
                    native=(pl.exceptions.PolarsError,)):
@@ -106,9 +104,9 @@ def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def json_records(frame: pl.DataFrame) -> list[str]:
-    """One JSON object's text per row, as polars writes NDJSON, but binary values as base64
-    text and NaN and infinities as the strings of :data:`NON_FINITE` (polars writes null
-    for them). Records are split at ``\\n`` only: a string may hold U+2028 and the like."""
+    """One JSON object's text per row, as polars writes NDJSON but binary as base64 text
+    (:func:`textual`) and NaN and infinities as :data:`NON_FINITE` says (polars: null).
+    Split at ``\\n`` only: a string may hold U+2028 and the like."""
     frame = textual(frame)
     if not frame.height:
         return []
@@ -116,7 +114,7 @@ def json_records(frame: pl.DataFrame) -> list[str]:
     if len(lines) != frame.height + 1 or lines[-1]:
         raise OutputError(f"polars wrote {len(lines) - 1} JSON lines for {frame.height} rows")
     for i, row in _non_finite_rows(frame):
-        record = json.loads(lines[i], parse_float=Decimal)
+        record = json.loads(lines[i], parse_float=_Number)
         lines[i] = _dump({**record, **{k: _patched(record[k], v) for k, v in row.items()}})
     return lines[:-1]
 
@@ -134,9 +132,7 @@ def _as_text(e: pl.Expr, dtype: Any) -> pl.Expr | None:
         return e.bin.encode("base64")
     if isinstance(dtype, pl.List | pl.Array):
         inner = _as_text(pl.element(), dtype.inner)
-        if inner is None:
-            return None
-        return (e.arr.to_list() if isinstance(dtype, pl.Array) else e).list.eval(inner)
+        return None if inner is None else _listed(e, dtype).list.eval(inner)
     if isinstance(dtype, pl.Struct):
         fields = [(f.name, _as_text(e.struct.field(f.name), f.dtype)) for f in dtype.fields]
         if all(sub is None for _, sub in fields):
@@ -147,15 +143,17 @@ def _as_text(e: pl.Expr, dtype: Any) -> pl.Expr | None:
     return None
 
 
+def _listed(e: pl.Expr, dtype: Any) -> pl.Expr:
+    return e.arr.to_list() if isinstance(dtype, pl.Array) else e
+
+
 def _non_finite(e: pl.Expr, dtype: Any) -> pl.Expr | None:
     """Whether the value holds a NaN or an infinity (None: its type cannot)."""
     if isinstance(dtype, pl.Float32 | pl.Float64):
         return ~e.is_finite()
     if isinstance(dtype, pl.List | pl.Array):
         inner = _non_finite(pl.element(), dtype.inner)
-        if inner is None:
-            return None
-        return (e.arr.to_list() if isinstance(dtype, pl.Array) else e).list.eval(inner).list.any()
+        return None if inner is None else _listed(e, dtype).list.eval(inner).list.any()
     if isinstance(dtype, pl.Struct):
         subs = [s for f in dtype.fields
                 if (s := _non_finite(e.struct.field(f.name), f.dtype)) is not None]
@@ -164,22 +162,19 @@ def _non_finite(e: pl.Expr, dtype: Any) -> pl.Expr | None:
 
 
 def _non_finite_rows(frame: pl.DataFrame) -> list[tuple[int, dict[str, Any]]]:
-    """(index, values of the columns that can hold a float) of each row holding a NaN or
-    an infinity."""
+    """(index, values of the columns that can hold a float) of each row with a NaN or ±inf."""
     checks = {name: check for name, dtype in frame.schema.items()
               if (check := _non_finite(pl.col(name), dtype)) is not None}
-    if not checks:
-        return []
-    mask = frame.select(pl.any_horizontal(list(checks.values())).fill_null(False)).to_series()
-    if not mask.any():
+    mask = frame.select(pl.any_horizontal(list(checks.values())).fill_null(False)
+                        ).to_series() if checks else None
+    if mask is None or not mask.any():
         return []
     hit = frame.select(list(checks)).filter(mask)
     return list(zip(mask.arg_true().to_list(), hit.iter_rows(named=True), strict=True))
 
 
 def _patched(written: Any, value: Any) -> Any:
-    """``written`` (the JSON polars wrote for ``value``) with each NaN or infinity in
-    ``value`` as its :data:`NON_FINITE` string."""
+    """``written`` (polars' JSON of ``value``), its NaN and infinities as strings."""
     if isinstance(value, float) and not math.isfinite(value):
         return NON_FINITE[repr(value)]
     if isinstance(value, dict) and isinstance(written, dict):
@@ -189,14 +184,18 @@ def _patched(written: Any, value: Any) -> Any:
     return written
 
 
+class _Number(str):
+    """A JSON number's own text, written back as it was read."""
+
+
 def _dump(value: Any) -> str:
-    """Compact JSON, numbers written as parsed (``Decimal``: no digit changes)."""
+    """Compact JSON, each :class:`_Number` as its text (no digit changes)."""
     if isinstance(value, dict):
         return "{" + ",".join(f"{_dump(k)}:{_dump(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_dump(v) for v in value) + "]"
-    if isinstance(value, Decimal):
-        return str(value)
+    if isinstance(value, _Number):
+        return str.__str__(value)
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -106,3 +106,49 @@ def test_distinct_sources_always_get_distinct_deterministic_output_keys(
     for source, key in keys.items():
         alone = Request(sources=(source,), query=request.query, output=out)
         assert output_module.output_key(out, alone, source) == key
+
+
+# ------------------------------------------------------------ JSON records, exactly
+
+FLOAT_VALUES = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(FLOAT_VALUES, st.text(max_size=5), FLOAT_VALUES), max_size=12))
+def test_json_records_keep_every_value_apart(rows: list[tuple[Any, str, Any]]) -> None:
+    """Each record parses back (strict JSON) to the row: NaN and infinities as their
+    strings, null as null, text exactly (U+2028 and the like do not split a record)."""
+    import json
+    import math
+    frame = pl.DataFrame({"x": [r[0] for r in rows], "s": [r[1] for r in rows],
+                          "l": [[r[2], 1.0] for r in rows]},
+                         schema={"x": pl.Float64, "s": pl.String, "l": pl.List(pl.Float64)})
+
+    def back(value: Any) -> Any:
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(
+            value, value) if isinstance(value, str) else value
+
+    def same(a: Any, b: Any) -> bool:
+        return (a is None and b is None) or (a is not None and b is not None and (
+            (math.isnan(a) and math.isnan(b)) or a == b))
+
+    def strict(constant: str) -> Any:
+        raise AssertionError(constant)
+    lines = output_module.json_records(frame)
+    inline = output_module.inline_rows(frame)
+    assert len(lines) == len(inline) == len(rows)
+    for line, row, raw in zip(lines, inline, rows, strict=True):
+        for record in (json.loads(line, parse_constant=strict), row):
+            assert same(back(record["x"]), raw[0])
+            assert record["s"] == raw[1]
+            assert same(back(record["l"][0]), raw[2])
+
+
+def test_a_patched_record_keeps_its_other_numbers_digit_for_digit() -> None:
+    from decimal import Decimal
+    frame = pl.DataFrame({"x": [float("nan"), 0.1], "d": [Decimal("12345678901234567.89")] * 2,
+                          "big": [2**63 - 1] * 2, "f": [1e-300, 1e300]})
+    lines = output_module.json_records(frame)
+    plain = frame.write_ndjson().split("\n")
+    assert lines[0] == plain[0].replace('"x":null', '"x":"NaN"')
+    assert lines[1] == plain[1]
