@@ -30,9 +30,11 @@ from polars.testing import assert_frame_equal
 
 from s3slice import (
     FOOTER_CACHE,
+    AccessDeniedError,
     ObjectFormatError,
     ObjectNotFoundError,
     QueryError,
+    S3Fetcher,
     S3SliceError,
 )
 from s3slice._demo import sample_table
@@ -325,6 +327,14 @@ def test_a_reduce_run_again_after_it_completed_answers_the_same(
     again = invoke(reduce_event(COMBINING, run, len(events)))
     assert again == first
     assert lake.log.count("PUT") == 0  # nothing written again
+    # and nothing read or listed outside the run's partials folder, the only part of the
+    # output prefix the function's role may read (cdk/s3slice_cdk/stack.py)
+    assert lake.log.requests
+    for seen in lake.log.requests:
+        if "list-type" in seen.query:
+            assert f"prefix=out%2F_partials%2F{run}%2F" in seen.query, seen
+        else:
+            assert seen.path.startswith(f"/{RESULTS}/out/_partials/{run}/"), seen
     assert_frame_equal(read(lake, again["outputs"][0]["uri"]), oracle(frames, COMBINING),
                        check_dtypes=False)
 
@@ -346,15 +356,27 @@ def test_a_reduce_interrupted_before_its_manifest_writes_the_same_answer_again(
                        check_dtypes=False)
 
 
-def test_a_reduce_run_again_refuses_when_its_answer_was_removed(lake: S3Env) -> None:
-    run = "removed"
+def test_a_reduce_run_again_deletes_a_partial_left_and_answers_the_same(
+        lake: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = "left"
     events = batch_events(lake, "in/", COMBINING, run, 3)
     for event in events:
         invoke(event)
+    real = S3Fetcher.delete
+    refused: list[str] = []
+
+    def refuse_one(self: S3Fetcher, bucket: str, key: str) -> None:
+        if key.endswith(".parquet") and not refused:
+            refused.append(f"s3://{bucket}/{key}")
+            raise AccessDeniedError("access denied", uri=refused[-1])
+        real(self, bucket, key)
+    monkeypatch.setattr(S3Fetcher, "delete", refuse_one)
     first = invoke(reduce_event(COMBINING, run, len(events)))
-    lake.client.delete_object(Bucket=RESULTS, Key=first["outputs"][0]["uri"].split("/", 3)[3])
-    with pytest.raises(ObjectNotFoundError, match="was reduced, and its answer has since"):
-        invoke(reduce_event(COMBINING, run, len(events)))
+    assert first["partials_left"] == refused
+    again = invoke(reduce_event(COMBINING, run, len(events)))
+    assert "partials_left" not in again
+    assert again == {k: v for k, v in first.items() if k != "partials_left"}
+    assert lake.keys(RESULTS, f"out/_partials/{run}/") == [f"out/_partials/{run}/reduced.json"]
 
 
 def test_a_reduce_run_again_with_another_query_is_refused(lake: S3Env) -> None:

@@ -27,10 +27,12 @@ summed over the batches. A partial that cannot be deleted is named in
 
 A reduce re-run (the workflow retries the reduce, and a retry can come after a reduce
 that completed) finds the manifest and answers with the response it recorded, once it
-has checked that the manifest is this query's and that the answer is still there
-(``ObjectNotFoundError`` when it was removed since); a partial still left is deleted
-then. A reduce interrupted before its manifest was written finds the partials and
-writes the same answer again, under the same key.
+has checked that the manifest is this query's and run's (a ``QueryError`` if not); a
+partial still left is deleted then. It reads nothing outside the run's partials folder
+(the function's role may read no other key of the output prefix): the manifest, written
+only once the answer was, is the record that the answer is there. A reduce interrupted
+before its manifest was written finds the partials and writes the same answer again,
+under the same key.
 
 A query that does not combine objects keeps per-object outputs; its reduce answers
 ``{"status": "ok", "reduced": false, "outputs": []}``.
@@ -184,7 +186,7 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
     found = [o for o in listed if o.key.endswith(".parquet")]
     manifest = next((o for o in listed if o.key == f"{prefix}{MANIFEST}"), None)
     if manifest is not None:
-        return _already_reduced(manifest, found, query, output, run, key, engine)
+        return _already_reduced(manifest, found, query, run, engine)
     if batches == 0:
         raise ObjectNotFoundError(
             f"the map of run {run!r} ran no batch (no objects were listed): there is no "
@@ -219,10 +221,9 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
 
 
 def _already_reduced(manifest: ObjectRef, partials: Sequence[ObjectRef], query: Query,
-                     output: OutputSpec, run: str, key: str, engine: Engine
-                     ) -> dict[str, Any]:
+                     run: str, engine: Engine) -> dict[str, Any]:
     """The response a completed reduce of this run recorded, after checking that it is
-    this query's and that its answer is still there; partials still left are deleted."""
+    this query's and run's; partials still left are deleted."""
     tail = engine.fetcher.get_tail(manifest, max(manifest.size or 0, MANIFEST_READ))
     assert tail is not None
     try:
@@ -234,12 +235,6 @@ def _already_reduced(manifest: ObjectRef, partials: Sequence[ObjectRef], query: 
         raise QueryError(
             f"{manifest.uri}: run {run!r} was reduced for query {recorded[1]} (run "
             f"{recorded[0]!r}), not this query ({query_id(query)}): nothing is reduced again")
-    try:  # one byte of it: it is still there
-        engine.fetcher.get_tail(ObjectRef(bucket=output.bucket, key=key), 1)
-    except ObjectNotFoundError:
-        raise ObjectNotFoundError(
-            f"run {run!r} was reduced, and its answer has since been removed",
-            uri=f"s3://{output.bucket}/{key}") from None
     response: dict[str, Any] = recorded[2]
     left = _delete(engine, partials)
     logger.info("run already reduced: its recorded answer", extra={"manifest": manifest.uri})
