@@ -16,6 +16,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from s3slice._errors import ObjectError
 from s3slice._model import ObjectRef
@@ -89,12 +90,7 @@ def check_planned(plan: Plan, groups: Sequence[int], uri: str) -> None:
     """
     footer = plan.footer
     md = footer.metadata
-    tops = footer.leaf_tops
-    columns = set(plan.columns)
-    reads = plan.read_columns
-    leaves = [i for i in range(md.num_columns)
-              if (tops[i] in columns and tops[i] not in plan.fields)
-              or any(_under(md.schema.column(i).path, r) for r in reads)]
+    leaves = _decoded_leaves(plan)
     for g in groups:
         have = set(plan.chunks.get(g, ()))
         for i in leaves:
@@ -103,6 +99,24 @@ def check_planned(plan: Plan, groups: Sequence[int], uri: str) -> None:
                     f"column {md.schema.column(i).path!r} of row group {g} would be decoded "
                     "but its bytes are not in the read's plan; nothing unfetched is decoded",
                     uri=uri)
+
+
+def _decoded_leaves(plan: Plan) -> list[int]:
+    """The leaf columns the decoders may read for ``plan``'s columns (once per footer and
+    selection: every window and batch of a read asks)."""
+    footer, reads = plan.footer, tuple(plan.read_columns)
+    memo: dict[tuple[Any, ...], list[int]] = footer.memo.setdefault("decoded_leaves", {})
+    key = (plan.columns, reads, tuple(sorted(plan.fields)))
+    leaves = memo.get(key)
+    if leaves is None:
+        if len(memo) >= 64:  # kept with a cached footer: a bound on the selections kept
+            memo.clear()
+        md, tops, columns = footer.metadata, footer.leaf_tops, set(plan.columns)
+        leaves = memo.setdefault(key, [
+            i for i in range(md.num_columns)
+            if (tops[i] in columns and tops[i] not in plan.fields)
+            or any(_under(md.schema.column(i).path, r) for r in reads)])
+    return leaves
 
 
 def _under(path: str, name: str) -> bool:
