@@ -158,8 +158,27 @@ def test_a_wrong_leading_magic_fails_typed_whatever_reads_the_object(
         invoke(event)
     assert "m/good.parquet" in str(info.value)
     assert lake.keys(RESULTS) == []
-    # Checked at no request's cost: byte 0 came in a GET the read makes anyway.
-    assert not [r for r in lake.log.gets() if r.range and r.range.endswith("-3")]
+    # Checked at no request's cost: byte 0 came in a GET of the first chunk, which the
+    # read makes anyway (from byte 0 instead of byte 4), not in one of its own.
+    ranged = [r.range for r in lake.log.gets() if r.range and not r.range.startswith("bytes=-")]
+    assert any(r.startswith("bytes=0-") and not r.endswith("-3") for r in ranged), ranged
+    assert not [r for r in ranged if r.endswith("-3")]
+
+
+def test_a_read_needing_nothing_near_the_start_fetches_no_byte_for_the_magic(
+        lake: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limit of the check, as documented: a ranged read whose first needed byte is past
+    byte 4 (here a later column) makes no request and fetches no byte for the magic, so
+    a wrong one there goes unseen (the trailing magic and the footer are checked)."""
+    settings(monkeypatch, small_object_size="1024", footer_size="4096", strategy="ranges")
+    good = wide()
+    uri = put(lake, "m/later.parquet", b"PAR2" + good[4:])
+    lake.log.clear()
+    response = invoke({"source": uri, "columns": ["v"], "output": f"s3://{RESULTS}/out/"})
+    same_rows(written(lake, response), pl.read_parquet(good).select("v"))
+    starts = [int(r.range[len("bytes="):].split("-")[0]) for r in lake.log.gets()
+              if r.range and not r.range.startswith("bytes=-")]
+    assert starts and min(starts) > 4
 
 
 def test_a_wrong_leading_magic_in_a_footer_read_that_holds_the_whole_object(
@@ -201,6 +220,27 @@ def test_a_dotted_top_level_column_is_selected(
     same_rows(written(lake, response), frame.select("user.id"))
     response = invoke({"source": uri, "columns": ["x", "user.id"], "return_rows": True})
     same_rows(pl.DataFrame(response["rows"]), frame.select("x", "user.id"))
+
+
+def test_a_dotted_column_of_a_flat_file_is_copied_and_pruned(
+        lake: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flat file: the column's chunks are copied undecoded, and a filter on it prunes
+    row groups by its statistics (no other leaf shares its path)."""
+    settings(monkeypatch, small_object_size="0", footer_size="4096")
+    table = pa.table({"user.id": pa.array(range(4_000), pa.int64()),
+                      "x": pa.array([float(i) for i in range(4_000)])})
+    data = parquet(table, row_group_size=1_000)
+    uri = put(lake, "d/flat.parquet", data)
+    frame = pl.read_parquet(data)
+    response = invoke({"source": uri, "columns": ["user.id"],
+                       "output": f"s3://{RESULTS}/out/"})
+    assert response["stats"]["strategy"] == "copy"
+    same_rows(written(lake, response), frame.select("user.id"))
+    response = invoke({"source": uri, "columns": ["x", "user.id"],
+                       "filter": '"user.id" BETWEEN 1500 AND 1509', "return_rows": True})
+    assert response["stats"]["row_groups_read"] == 1
+    same_rows(pl.DataFrame(response["rows"]),
+              frame.filter(pl.col("user.id").is_between(1500, 1509)).select("x", "user.id"))
 
 
 @pytest.mark.parametrize("query", [
