@@ -57,6 +57,11 @@ CASES: dict[str, tuple[pa.DataType, Any, list[Any], list[str]]] = {
     "float_big_int": (pa.float64(), 2.0**53, [1.5, 2.0**53 + 2, -2.0**53],
                       ["c = 9007199254740993", "c <= 9007199254740993 AND c >= 9007199254740993",
                        "c IN (9007199254740993)", "c > 9007199254740991"]),
+    # A Bloom filter (int64 columns have one) hashed 2**53 for the float, where polars
+    # compares 2**53 + 1 as a float, equal to it.
+    "int_vs_float": (pa.int64(), 2**53 + 1, [2**53 - 1, 2**53 + 3, 7],
+                     ["c = 9.007199254740992e15", "c IN (9.007199254740992e15, 1e0)",
+                      "c = 9007199254740993"]),
     "zoned_vs_plain_text": (pa.timestamp("us", tz=NY), _ts("2024-01-01 15:00:00", NY),
                             [_ts("2024-01-01 10:00:00", NY), _ts("2024-01-02 15:00:00", NY),
                              _ts("2023-12-31 15:00:00", NY)],
@@ -247,3 +252,31 @@ def test_partition_types_and_pruning_match_polars(
     got, _ = answer(lake, f"s3://{DATA}/t/", {"filter": where})
     assert got.schema["n"] == want.schema["n"], values
     assert same_rows(got, want), (values, where, got, want)
+
+
+@pytest.mark.parametrize(("values", "where"), [
+    ([2**53 - 5, 2**53 + 1, 2**53 + 5], "c = 9.007199254740992e15"),  # polars: 2**53 + 1
+    ([2**53 - 5, 2**53 + 1, 2**53 + 5], "c IN (9.007199254740992e15)"),
+    ([-5, 3, 5], "c = 3.0e0"),
+    ([-5, 3, 5], "c = 3"),
+])
+def test_a_bloom_filter_is_asked_only_for_the_one_value_that_can_match(
+        lake: S3Env, monkeypatch: pytest.MonkeyPatch, values: list[int], where: str) -> None:
+    """Statistics cannot rule these row groups out (the constant lies between their
+    bounds); a Bloom filter hashing the wrong value did, and lost the match."""
+    configure(monkeypatch, "ranges")
+    column = pa.array([v + 10 * g for g in range(4) for v in values * 20], pa.int64())
+    table = pa.table({"id": pa.array(range(len(column)), pa.int64()), "c": column})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=len(values) * 20,
+                   bloom_filter_options={"c": {"ndv": 8, "fpp": 0.01}})
+    data = buf.getvalue()
+    lake.client.put_object(Bucket=DATA, Key="in/bloom.parquet", Body=data)
+    want = oracle(data, where)
+    got, response = answer(lake, f"s3://{DATA}/in/bloom.parquet", {"filter": where})
+    assert want.height > 0
+    assert got.sort("id").equals(want.sort("id")), where
+    bloom = response["stats"]["strategy_inputs"]["bloom_filters"]
+    assert bloom["used"] is True
+    if where == "c = 3":  # exact: the filters rule out the groups without 3
+        assert bloom["row_groups_after"] == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 
 import polars as pl
 import pytest
@@ -72,3 +73,29 @@ def test_the_predicate_never_rules_out_a_matching_row(text: str, may: bool) -> N
     judged = P.may_match(pred(text), {c: stats(c) for c in ROWS.columns})
     assert judged or matching == 0
     assert judged is may
+
+
+@pytest.mark.parametrize(("text", "value", "sql"), [
+    ("d = 1234567890123.4567", decimal.Decimal("1234567890123.4567"), "1234567890123.4567"),
+    ("d = -1.50", decimal.Decimal("-1.50"), "-1.50"),
+    ("d = 1e3", 1000.0, "1e3"),
+    ("d = 18446744073709551615", 18446744073709551615, "18446744073709551615"),
+    ("d = 'it''s'", "it's", "'it''s'"),
+])
+def test_a_constant_keeps_the_value_and_text_polars_reads(text: str, value: object,
+                                                          sql: str) -> None:
+    """sqlglot's float for ``1234567890123.4567`` is not polars' decimal: the value is
+    typed as polars reads the text, and the text is what the statistics are judged with."""
+    got = pred(text)
+    assert isinstance(got, P.Cmp)
+    assert got.value == value and type(got.value) is type(value)
+    assert got.text == sql
+
+
+def test_polars_judges_a_decimal_constant_exactly() -> None:
+    exact = decimal.Decimal("1234567890123.4567")
+    stats = P.ColumnStats(num_rows=1, min=exact, max=exact, null_count=0,
+                          dtype=pl.Decimal(18, 4))
+    assert P.may_match(pred("d = 1234567890123.4567"), {"d": stats})
+    assert not P.may_match(pred("d = 1234567890123.4568"), {"d": stats})
+    assert not P.may_match(pred("d > 1234567890123.4567"), {"d": stats})

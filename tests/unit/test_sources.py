@@ -3,6 +3,7 @@ and partition pruning, with no network."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import polars as pl
@@ -144,3 +145,26 @@ def test_pruning_on_partition_columns_alone_keeps_exactly_the_matching_objects(
     kept = [i for i, v in enumerate(values) if may_match(predicate, v)]
     assert kept == selected
     assert 0 < len(kept) < len(KEYS)  # the condition really tells objects apart
+
+
+@pytest.mark.parametrize(("values", "dtype", "typed"), [
+    (["2024_01_15", "2024_01_16"], pl.String(), ["2024_01_15", "2024_01_16"]),
+    (["007", "12"], pl.Int64(), [7, 12]),
+    (["+5", "5"], pl.String(), ["+5", "5"]),
+    (["1_000"], pl.String(), ["1_000"]),
+    (["1.", ".5"], pl.Float64(), [1.0, 0.5]),
+    (["nan"], pl.String(), ["nan"]),
+    (["true", "FALSE"], pl.Boolean(), [True, False]),
+    (["2024-01-15", "2024-02-01"], pl.Date(), [dt.date(2024, 1, 15), dt.date(2024, 2, 1)]),
+    (["", "3"], pl.Int64(), [None, 3]),
+    (["", "a"], pl.String(), ["", "a"]),
+    (["9999999999999999999", "1"], pl.Int128(), [9999999999999999999, 1]),
+    (["10:00:00"], pl.String(), ["10:00:00"]),
+])
+def test_partition_types_are_polars_hive_types(values: list[str], dtype: pl.DataType,
+                                               typed: list[object]) -> None:
+    """As polars' ``scan_parquet(hive_partitioning=True)`` types them (Python's int()
+    took ``2024_01_15`` for 20240115); an empty value is null but in a string column."""
+    got, dtypes = partitions(refs(*(f"t/k={v}/p.parquet" for v in values)))
+    assert dtypes == {"k": dtype}
+    assert [g["k"] for g in got] == typed

@@ -4,6 +4,9 @@ compare the rows (see there)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -25,21 +28,91 @@ def values_series(values: Sequence[Any], dtype: pl.DataType) -> pl.Series:
     return pl.Series("v", values, dtype=dtype, strict=True)
 
 
+def literal_sql(value: Any) -> str | None:
+    """SQL text polars reads as the constant ``value`` stands for (an ``int`` an integer,
+    a ``float`` a float, a ``Decimal`` a decimal, a ``str`` a string, a ``date`` a DATE, a
+    naive ``datetime`` a TIMESTAMP); None for a value with no such text."""
+    match value:
+        case bool():
+            return "TRUE" if value else "FALSE"
+        case int():
+            return str(value)
+        case float():
+            # An exponent makes polars read a float (a plain 1.5 is a decimal); 17
+            # digits give back the same double.
+            return f"{value:.17e}" if math.isfinite(value) else None
+        case decimal.Decimal():
+            return format(value, "f") if value.is_finite() else None
+        case str():
+            return "'" + value.replace("'", "''") + "'"
+        case dt.datetime():
+            return None if value.tzinfo is not None else f"TIMESTAMP '{value.isoformat(' ')}'"
+        case dt.date():
+            return f"DATE '{value.isoformat()}'"
+    return None
+
+
 class Refused(Exception):
     """polars refuses a comparison: nothing is pruned, the filter itself will say why."""
 
 
-def compare_all(values: list[Any], dtype: pl.DataType, texts: list[str]
+def compare_all(values: list[Any], dtype: pl.DataType, constants: Sequence[tuple[str, Any]]
                 ) -> tuple[Answers, bool] | None:
-    """polars' answers at ``values`` (and at NaN, last, for a float type: the second item
-    says so); None when they are not values of ``dtype`` (they then judge nothing).
-    Raises :class:`Refused` when polars cannot compare the column with a constant."""
+    """polars' answers at ``values`` for each constant (its text, its value), and at NaN,
+    last, for a float type (the second item says so); None when they are not values of
+    ``dtype`` (they then judge nothing). Raises :class:`Refused` when polars cannot
+    compare the column with a constant."""
     try:
         series = values_series(values, dtype)
     except Exception:  # noqa: BLE001 - a statistic that is no value of the column's type
         return None
     nan = dtype.is_float()
-    if nan:
+    answers: Answers = {}
+    texts: list[str] = []
+    for text, value in constants:
+        key = _exact_key(dtype, text, value)
+        if key is None:
+            texts.append(text)
+        else:  # polars compares these exactly as Python does
+            answers[text] = [_python(v, key) for v in values]
+            if nan:
+                answers[text].append((False, False, False, True, True, True))
+    if texts:
+        answers.update(_polars(series, dtype, texts))
+    return answers, nan
+
+
+def _python(v: Any, key: Any) -> tuple[bool | None, ...]:
+    return (v < key, v <= key, v == key, v >= key, v > key, v != key)
+
+
+#: Integer types and their ranges (half-open).
+_INTEGERS: tuple[tuple[pl.DataType, int, int], ...] = (
+    (pl.Int8(), -(1 << 7), 1 << 7), (pl.Int16(), -(1 << 15), 1 << 15),
+    (pl.Int32(), -(1 << 31), 1 << 31), (pl.Int64(), -(1 << 63), 1 << 63),
+    (pl.UInt8(), 0, 1 << 8), (pl.UInt16(), 0, 1 << 16), (pl.UInt32(), 0, 1 << 32),
+    (pl.UInt64(), 0, 1 << 63))
+
+
+def _exact_key(dtype: pl.DataType, text: str, value: Any) -> Any:
+    """``value`` when polars compares the column with this constant as Python compares
+    their values (no cast of the column: an integer within the column's type, a string,
+    a double, a date, each written as :func:`literal_sql` writes it); else None."""
+    if isinstance(value, bool) or text != literal_sql(value):
+        return None
+    if dtype.is_integer() and type(value) is int:
+        # (an integer past Int64 is a decimal to polars; UInt64's top half is left to it)
+        return next((value for t, low, high in _INTEGERS
+                     if dtype == t and low <= value < high), None)
+    if (dtype == pl.String and type(value) is str) or (
+            dtype == pl.Float64 and type(value) is float) or (
+            dtype == pl.Date and type(value) is dt.date):
+        return value
+    return None
+
+
+def _polars(series: pl.Series, dtype: pl.DataType, texts: list[str]) -> Answers:
+    if dtype.is_float():
         series = series.append(pl.Series("v", [float("nan")], dtype=dtype))
     try:
         exprs = [f"(v {op} {text}) AS r{i}_{j}" for i, text in enumerate(texts)
@@ -59,7 +132,7 @@ def compare_all(values: list[Any], dtype: pl.DataType, texts: list[str]
         raise
     width = len(OPS)
     return {text: [r[i * width:(i + 1) * width] for r in rows]
-            for i, text in enumerate(texts)}, nan
+            for i, text in enumerate(texts)}
 
 
 def only_equal(text: str | None, dtype: pl.DataType, candidate: Any,
@@ -71,7 +144,7 @@ def only_equal(text: str | None, dtype: pl.DataType, candidate: Any,
     if text is None:
         return False
     try:
-        found = compare_all([candidate, *neighbours], dtype, [text])
+        found = compare_all([candidate, *neighbours], dtype, [(text, None)])
     except Refused:
         return False
     if found is None:

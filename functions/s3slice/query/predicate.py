@@ -32,28 +32,7 @@ CmpOp = Literal["=", "!=", "<", "<=", ">", ">="]
 FLIP: dict[str, CmpOp] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
-def literal_sql(value: Any) -> str | None:
-    """SQL text polars reads as the constant ``value`` stands for (an ``int`` an integer,
-    a ``float`` a float, a ``Decimal`` a decimal, a ``str`` a string, a ``date`` a DATE, a
-    naive ``datetime`` a TIMESTAMP); None for a value with no such text."""
-    match value:
-        case bool():
-            return "TRUE" if value else "FALSE"
-        case int():
-            return str(value)
-        case float():
-            # An exponent makes polars read a float (a plain 1.5 is a decimal); 17
-            # digits give back the same double.
-            return f"{value:.17e}" if math.isfinite(value) else None
-        case decimal.Decimal():
-            return format(value, "f") if value.is_finite() else None
-        case str():
-            return "'" + value.replace("'", "''") + "'"
-        case dt.datetime():
-            return None if value.tzinfo is not None else f"TIMESTAMP '{value.isoformat(' ')}'"
-        case dt.date():
-            return f"DATE '{value.isoformat()}'"
-    return None
+literal_sql = B.literal_sql
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,32 +239,42 @@ def _usable(s: ColumnStats | None) -> pl.DataType | None:
     return dtype
 
 
-def _judge(cmps: Sequence[Cmp], units: Sequence[Mapping[str, ColumnStats]]
-           ) -> dict[tuple[str, str], _Judged]:
+@dataclasses.dataclass
+class _Judgement:
+    """polars' answers per (column, type), and the (column, type) of each unit's
+    statistics that can be judged (by ``id``: they live as long as the judgement)."""
+
+    answers: dict[tuple[str, pl.DataType], _Judged]
+    kinds: dict[int, tuple[str, pl.DataType]]
+
+
+def _judge(cmps: Sequence[Cmp], units: Sequence[Mapping[str, ColumnStats]]) -> _Judgement:
     """Every bound of every unit compared by polars with every constant of its column."""
-    texts: dict[str, set[str]] = {}
+    texts: dict[str, dict[str, Any]] = {}  # per column, each constant's text and value
     for c in cmps:
         if c.text is not None:
-            texts.setdefault(c.column, set()).add(c.text)
-    bounds: dict[tuple[str, str], tuple[pl.DataType, dict[Any, int]]] = {}
+            texts.setdefault(c.column, {})[c.text] = c.value
+    bounds: dict[tuple[str, pl.DataType], dict[Any, int]] = {}
+    kinds: dict[int, tuple[str, pl.DataType]] = {}
     for unit in units:
         for column in texts:
             s = unit.get(column)
             dtype = _usable(s)
             if s is None or dtype is None:
                 continue
-            _, rows = bounds.setdefault((column, repr(dtype)), (dtype, {}))
+            kinds[id(s)] = kind = (column, dtype)
+            rows = bounds.setdefault(kind, {})
             rows.setdefault(s.min, len(rows))
             rows.setdefault(s.max, len(rows))
-    out: dict[tuple[str, str], _Judged] = {}
-    for (column, key), (dtype, rows) in bounds.items():
-        found = B.compare_all(list(rows), dtype, sorted(texts[column]))
+    answers: dict[tuple[str, pl.DataType], _Judged] = {}
+    for (column, dtype), rows in bounds.items():
+        found = B.compare_all(list(rows), dtype, sorted(texts[column].items()))
         if found is not None:
-            out[(column, key)] = (rows, *found)
-    return out
+            answers[(column, dtype)] = (rows, *found)
+    return _Judgement(answers, kinds)
 
 
-def _leaf(c: Cmp, s: ColumnStats | None, judged: Mapping[tuple[str, str], _Judged]) -> Truth:
+def _leaf(c: Cmp, s: ColumnStats | None, judged: _Judgement) -> Truth:
     if s is None:
         return ANY
     if s.all_null:
@@ -293,11 +282,11 @@ def _leaf(c: Cmp, s: ColumnStats | None, judged: Mapping[tuple[str, str], _Judge
     null = s.may_be_null
     if c.op == "=" and s.excludes is not None and s.excludes(c):
         return (False, True, null)
-    dtype = _usable(s)
+    kind = judged.kinds.get(id(s))
     text = c.text
-    if dtype is None or text is None or (c.column, repr(dtype)) not in judged:
+    if kind is None or text is None or kind not in judged.answers:
         return ANY
-    rows, results, nan = judged[(c.column, repr(dtype))]
+    rows, results, nan = judged.answers[kind]
     at = results[text]
     lo_row, hi_row = rows[s.min], rows[s.max]
     found = B.possible(lambda op: B.at(at, lo_row, op), lambda op: B.at(at, hi_row, op), c.op)
@@ -311,7 +300,7 @@ def _leaf(c: Cmp, s: ColumnStats | None, judged: Mapping[tuple[str, str], _Judge
 
 
 def _truth(pred: Pred, stats: Mapping[str, ColumnStats],
-           judged: Mapping[tuple[str, str], _Judged]) -> Truth:
+           judged: _Judgement) -> Truth:
     match pred:
         case Cmp(column=c):
             return _leaf(pred, stats.get(c), judged)
