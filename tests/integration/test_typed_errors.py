@@ -299,6 +299,23 @@ def test_a_column_some_objects_lack_is_null_there(
     same_rows(pl.DataFrame(response["rows"], schema=want.schema), want)
 
 
+def test_a_lacking_column_beside_hive_partitions(lake: S3Env) -> None:
+    """The null column joins the object's partition values, which still prune objects."""
+    a = pa.table({"x": pa.array(range(10), pa.int64()),
+                  "y": pa.array([None if i % 3 == 0 else i * 1.5 for i in range(10)])})
+    b = pa.table({"x": pa.array(range(10, 15), pa.int64())})
+    put(lake, "h/k=1/a.parquet", parquet(a))
+    put(lake, "h/k=2/b.parquet", parquet(b))
+    put(lake, "h/k=3/c.parquet", parquet(b))
+    frame = pl.concat([pl.DataFrame(a).with_columns(k=pl.lit(1, pl.Int64)),
+                       pl.DataFrame(b).with_columns(k=pl.lit(2, pl.Int64))], how="diagonal")
+    response = invoke({"source": f"s3://{DATA}/h/", "return_rows": True,
+                       "sql": "SELECT x, y, k FROM s3object WHERE y IS NULL AND k < 3"})
+    assert response["stats"]["objects_pruned"] == 1
+    want = frame.filter(pl.col("y").is_null() & (pl.col("k") < 3)).select("x", "y", "k")
+    same_rows(pl.DataFrame(response["rows"], schema=want.schema), want)
+
+
 @pytest.mark.parametrize("query", [
     {"columns": ["x", "z"]},
     {"columns": ["x"], "filter": "z IS NULL"},
