@@ -156,10 +156,16 @@ def _compact(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def sqs(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any) -> dict[str, Any]:
-    query, output = cfg.require(what="an SQS event")
+    # A message may name its pipeline's query and output (events.sqs_body_pipeline); the
+    # configured ones are required up front only when none does.
+    if not _events.carries_pipelines(event):
+        cfg.require(what="an SQS event")
 
     def record_handler(record: SQSRecord) -> None:
         objects = _events.sqs_body_objects(record)
+        pipeline = _events.sqs_body_pipeline(record)
+        query, output = ((pipeline.query, pipeline.output) if pipeline is not None
+                         else cfg.require(what="an SQS event"))
         run_objects(objects, query, output, engine, cfg, compact=False)
 
     # Imported here: Powertools' batch utility costs about 0.2 s of a cold start, and only

@@ -9,7 +9,9 @@ Parsed with Powertools' event source data classes. The shapes, exactly as AWS se
   {"bucket": {"name"}, "object": {"key", "size", "etag"}}}``; keys are not URL-encoded.
 - SQS: ``{"Records": [{"eventSource": "aws:sqs", "messageId", "body"}]}`` whose bodies are
   S3 notifications (or EventBridge events, or either wrapped by SNS); S3's
-  ``s3:TestEvent`` is ignored.
+  ``s3:TestEvent`` is ignored. An EventBridge event body may carry its pipeline's query
+  and output in an ``s3slice`` field (``{"pipeline", "query", "output"}``), which then
+  apply to its object instead of the function's configured ones.
 - Step Functions: a Distributed Map batch ``{"Items": [...], "BatchInput": {...}}`` or one
   item ``{"Item": {...}, "BatchInput": {...}}``, items as listObjectsV2 gives them
   (``Key``, ``Size``, ``Etag``), ``BatchInput`` holding ``bucket``, ``query`` and ``output``.
@@ -138,6 +140,67 @@ def sqs_body_objects(record: SQSRecord) -> list[ObjectRef | Skipped]:
     raise RequestError(f"message {record.message_id}: expected an S3 notification, got "
                        f"{sorted(body)[:5] if isinstance(body, Mapping) else type(body).__name__}",
                        field="body")
+
+
+#: The field of an SQS message body that names its pipeline's query and output: the
+#: construct library's pipelines (``s3slice_cdk.Pipeline``) send each S3 "Object Created"
+#: event through an EventBridge rule whose input transformer adds it, so that every
+#: pipeline carries its own query in its rule, never in the function's environment.
+PIPELINE_FIELD = "s3slice"
+#: The fields of a message's ``s3slice`` object.
+PIPELINE_FIELDS = frozenset({"pipeline", "query", "output"})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Pipeline:
+    """The query and output an SQS message's pipeline gives its object."""
+
+    name: str | None
+    query: Query
+    output: OutputSpec
+
+
+def sqs_body_pipeline(record: SQSRecord) -> Pipeline | None:
+    """The pipeline a message's body names in its ``s3slice`` field, or None without one
+    (the function's configured query and output apply)."""
+    try:
+        body = json.loads(record.body)
+    except ValueError:
+        return None  # sqs_body_objects says why
+    if not isinstance(body, Mapping) or PIPELINE_FIELD not in body:
+        return None
+    field = f"body.{PIPELINE_FIELD}"
+    raw = body[PIPELINE_FIELD]
+    if not isinstance(raw, Mapping):
+        raise RequestError(f"expected an object, got {type(raw).__name__}", field=field)
+    unknown = set(raw) - PIPELINE_FIELDS
+    if unknown:
+        raise RequestError(f"unknown field(s) {sorted(unknown)}; expected some of "
+                           f"{sorted(PIPELINE_FIELDS)}", field=field)
+    name = raw.get("pipeline")
+    if name is not None and not isinstance(name, str):
+        raise RequestError(f"expected a name, got {name!r}", field=f"{field}.pipeline")
+    if not isinstance(raw.get("query"), Mapping | str):
+        raise RequestError("expected a query object or SQL text", field=f"{field}.query")
+    try:
+        query = parse_query_config(raw["query"], variable=f"{field}.query")
+    except ConfigurationError as e:  # the message is at fault, not the function
+        raise RequestError(str(e), field=f"{field}.query") from None
+    output = parse_output(raw.get("output"), field=f"{field}.output")
+    if output is None:
+        raise RequestError("expected an output location", field=f"{field}.output")
+    if output.file_key is not None:
+        raise RequestError(ONE_PER_OBJECT.format(output.uri), field=f"{field}.output")
+    return Pipeline(name=name, query=query, output=output)
+
+
+def carries_pipelines(event: Mapping[str, Any]) -> bool:
+    """Whether any SQS record's body holds an ``s3slice`` field (a pipeline's message)."""
+    for record in event.get("Records") or ():
+        body = record.get("body") if isinstance(record, Mapping) else None
+        if isinstance(body, str) and f'"{PIPELINE_FIELD}"' in body:
+            return True
+    return False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
