@@ -129,8 +129,11 @@ def leaf_tops(md: pq.FileMetaData) -> tuple[str, ...]:
     where that does not add up (it always should), each leaf goes to the longest top-level
     name its path starts with.
     """
-    schema = md.schema.to_arrow_schema()
     paths = [md.schema.column(i).path for i in range(md.num_columns)]
+    try:
+        schema = md.schema.to_arrow_schema()
+    except (pa.ArrowException, ValueError, TypeError):  # unreadable anyway: as the paths say
+        return tuple(p.split(".")[0] for p in paths)
     tops = [f.name for f in schema for _ in range(_leaf_count(f.type))]
     if len(tops) == len(paths) and all(_under(p, t) for p, t in zip(paths, tops, strict=True)):
         return tuple(tops)

@@ -133,7 +133,7 @@ class ParquetReader:
         try:
             with timings.phase("fetch"):
                 file.write(0, memoryview(MAGIC))
-                # From byte 0 when the first chunk starts near it: the object's magic is
+                # From byte 0 when the first chunk starts at byte 4: the object's magic is
                 # checked, and a wrong one fails the read (no decode would mend it).
                 ranges, sink = reaching_head(layout.fetch_ranges(s), layout.placing(file.write),
                                              obj.uri)

@@ -75,8 +75,7 @@ Sink = Callable[[int, memoryview], None]
 def _head(ranges: Sequence[_ranges.Range], sink: Sink, obj: ObjectRef, etag: str | None
           ) -> tuple[list[_ranges.Range], str | None, Sink]:
     """``io.fetch``'s arguments after ``obj``, for a fetch that checks the object's leading
-    magic when its first range starts near byte 0
-    (:func:`s3slice.parquet.footer.reaching_head`)."""
+    magic when its first range starts at byte 4 (:func:`s3slice.parquet.footer.reaching_head`)."""
     wanted, checked = reaching_head(ranges, sink, obj.uri)
     return wanted, etag, checked
 
