@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s3slice.parquet.bloom
-from s3slice import Engine, FooterCache, LocalFetcher, RecordingFetcher, Settings
+from s3slice import Engine, FooterCache, LocalFetcher, QueryError, RecordingFetcher, Settings
 from s3slice.parquet.bloom import BloomFilter, parse
 from tests.support import read_request
+from tests.unit.test_pruning import CONSTANTS, TYPED, polars_answer
 
 BUCKET = "data"
 ROWS = 40_000
@@ -196,3 +198,43 @@ def test_equality_and_in_equal_polars(root: Path, values: list[int], negate: boo
     where = (f"NOT ({atom})" if negate else atom) + extra
     frame, _, _ = read(root, where)
     assert frame.equals(oracle(root, where)), where
+
+
+_BLOOM_KINDS = sorted(k for k, (t, _) in TYPED.items()
+                      if pa.types.is_integer(t) or t in (pa.string(), pa.date32()))
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(_BLOOM_KINDS), data=st.data(),
+       constants=st.lists(st.sampled_from(CONSTANTS), min_size=1, max_size=3),
+       negated=st.booleans())
+def test_a_bloom_filter_prunes_only_what_polars_equality_rules_out(
+        kind: str, data: st.DataObject, constants: list[str], negated: bool) -> None:
+    """Row groups each holding a few of the values in a shuffled order (their statistics
+    span the constants); ``=``/IN against constants of every kind (an integer past the
+    type, a float equal to an integer, a date's text, a number's text): the answer is
+    polars' own, and a filter hashes only the one value polars finds equal."""
+    typ, pool = TYPED[kind]
+    pool = [v for v in pool if v is not None]
+    groups = [data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4, unique=True))
+              for _ in range(4)]
+    values = [v for g in groups for v in sorted(g, key=repr) * 50]
+    rows = pa.table({"id": pa.array(range(len(values)), pa.int64()),
+                     "c": pa.array(values, typ)})
+    where = f"c IN ({', '.join(constants)})" if len(constants) > 1 else f"c = {constants[0]}"
+    where = f"NOT ({where})" if negated else where
+    with tempfile.TemporaryDirectory() as root:
+        (Path(root) / BUCKET).mkdir()
+        path = Path(root) / BUCKET / "t.parquet"
+        pq.write_table(rows, path, row_group_size=len(values) // 4,
+                       bloom_filter_options={"c": {"ndv": 8, "fpp": 0.01}})
+        want = polars_answer(path.read_bytes(), where)
+        engine = Engine(Settings(memory_mb=2048, strategy="ranges", small_object_size=0),
+                        fetcher=LocalFetcher(root), footer_cache=FooterCache(0))
+        request = {"source": f"s3://{BUCKET}/t.parquet", "filter": where}
+        if want is None:
+            with pytest.raises(QueryError):
+                read_request(engine, request)
+            return
+        got = read_request(engine, request)
+    assert got.frame.sort("id").equals(want.sort("id")), (kind, where, groups)

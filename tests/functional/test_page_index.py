@@ -28,6 +28,7 @@ from s3slice import (
     FooterCache,
     LocalFetcher,
     ObjectFormatError,
+    QueryError,
     RecordingFetcher,
     Settings,
 )
@@ -39,7 +40,14 @@ from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
 from tests.malformed import thrift_footer
 from tests.support import read_request
-from tests.unit.test_pruning import frame_st, predicate_st
+from tests.unit.test_pruning import (
+    TYPED,
+    frame_st,
+    polars_answer,
+    predicate_st,
+    typed_table_st,
+    typed_where_st,
+)
 
 BUCKET = "data"
 THRIFT = thriftpy2.load(str(Path(__file__).parents[2] / "functions" / "s3slice" / "parquet" /
@@ -367,3 +375,27 @@ def test_a_footer_longer_than_the_first_read_costs_one_more_get_of_only_what_is_
     assert got.stats.strategy_inputs["page_index"]["used"] is True
     # Every later read is of data pages, none of the index.
     assert all(c.end <= index_start for c in data_reads), data_reads
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(sorted(TYPED)), data=st.data(), where=typed_where_st(),
+       page_rows=st.sampled_from([1, 2, 5]), sql=st.booleans())
+def test_pages_of_every_type_against_every_constant_equal_polars(
+        kind: str, data: st.DataObject, where: str, page_rows: int, sql: bool) -> None:
+    """Page statistics judged in the column's own type, as row groups' are: a page holding
+    a row polars' filter keeps is read, whatever the constant's kind."""
+    table = data.draw(typed_table_st(kind))
+    with tempfile.TemporaryDirectory() as root:
+        path = write(Path(root), table, row_group_size=12, max_rows_per_page=page_rows)
+        want = polars_answer(path.read_bytes(), where)
+        engine, _ = engine_for(Path(root), footer_size=256, small_object_size=0)
+        query = {"sql": f"SELECT * FROM s3object WHERE {where}"} if sql else {"filter": where}
+        request = {"source": f"s3://{BUCKET}/p.parquet", **query}
+        if want is None:
+            with pytest.raises(QueryError):
+                read_request(engine, request)
+            return
+        result = read_request(engine, request)
+    assert result.frame.sort("id").equals(want.sort("id")), (kind, where, result.frame, want)
+    if result.stats.row_groups_read and not sql:
+        assert result.stats.strategy_inputs.get("page_index", {}).get("pages_total", 1) > 0
