@@ -20,6 +20,7 @@ from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import prune, stats_types
 from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
+from s3slice.query.bounds import is_constant
 
 ROWS = 60
 
@@ -247,3 +248,31 @@ def test_a_group_holding_a_match_is_never_pruned_whatever_the_types(
         if matching & set(range(offset, offset + n)):
             assert g in kept, f"row group {g} of {kind} holds a match for {where!r}"
         offset += n
+
+
+@pytest.mark.parametrize(("text", "constant"), [
+    ("5", True), ("-1.5", True), ("'it''s'", True), ("CAST('2024-01-01' AS DATE)", True),
+    ("TIMESTAMP '2024-01-01 10:00:00'", True), ("(SELECT 1)", False), ("x", False),
+    ("read_parquet('s3://b/private.parquet')", False), ("1 + 1", False),
+])
+def test_only_a_constant_reaches_the_statistics_sql(text: str, constant: bool) -> None:
+    """The statistics are compared by running ``v op text``: a text that is anything but a
+    constant is never run, and judges nothing."""
+    assert is_constant(text) is constant
+    stats = {"x": P.ColumnStats(num_rows=3, min=10, max=30, null_count=0)}
+    if not constant:  # judged as "5" would be, it would prune
+        assert P.may_match(P.Cmp("x", "=", 5, text), stats)
+        assert not P.may_match(P.Cmp("x", "=", 5, "5"), stats)
+
+
+def test_a_column_polars_cannot_type_leaves_the_others_pruned() -> None:
+    """One column of a type polars has no equivalent for (a dictionary of strings is a
+    categorical, whose order is not judged) prunes nothing; the others still do."""
+    table = pa.table({"i": pa.array(range(20), pa.int64()),
+                      "c": pa.array([str(i % 3) for i in range(20)]).dictionary_encode()})
+    raw = written(table, 5)
+    footer = parse_footer(raw, size=len(raw), uri="u")
+    assert prune(footer.metadata, analyze(Query(filter="i >= 15")).predicate,
+                 stats_types(footer)) == [3]
+    assert prune(footer.metadata, analyze(Query(filter="c = 'zz'")).predicate,
+                 stats_types(footer)) == [0, 1, 2, 3]

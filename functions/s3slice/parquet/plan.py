@@ -44,7 +44,14 @@ def polars_types(schema: pa.Schema) -> dict[str, pl.DataType]:
     try:
         return dict(to_polars(compatible(schema).empty_table()).schema)
     except (pa.ArrowException, pl.exceptions.PolarsError, ValueError, TypeError):
-        return {}
+        pass
+    out: dict[str, pl.DataType] = {}
+    for field in compatible(schema):  # one at a time: the others still prune
+        try:
+            out.update(to_polars(pa.schema([field]).empty_table()).schema)
+        except (pa.ArrowException, pl.exceptions.PolarsError, ValueError, TypeError):
+            continue
+    return out
 
 
 _UNIT_NAMES = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -71,7 +73,9 @@ def compare_all(values: list[Any], dtype: pl.DataType, constants: Sequence[tuple
     texts: list[str] = []
     for text, value in constants:
         key = _exact_key(dtype, text, value)
-        if key is None:
+        if not is_constant(text):  # never run: it judges nothing
+            answers[text] = [(None,) * len(OPS)] * (len(values) + nan)
+        elif key is None:
             texts.append(text)
         else:  # polars compares these exactly as Python does
             answers[text] = [_python(v, key) for v in values]
@@ -80,6 +84,19 @@ def compare_all(values: list[Any], dtype: pl.DataType, constants: Sequence[tuple
     if texts:
         answers.update(_polars(series, dtype, texts))
     return answers, nan
+
+
+@functools.lru_cache(maxsize=1024)
+def is_constant(text: str) -> bool:
+    """Whether polars reads ``text`` as a constant (a literal, or a cast of one), and
+    nothing else: no column, no subquery, no function reaches the statistics' SQL."""
+    try:
+        node = json.loads(pl.sql_expr(text).meta.serialize(format="json"))
+    except Exception:  # noqa: BLE001 - not an expression polars reads
+        return False
+    if isinstance(node, dict) and set(node) == {"Cast"}:
+        node = node["Cast"].get("expr")
+    return isinstance(node, dict) and set(node) == {"Literal"}
 
 
 def _python(v: Any, key: Any) -> tuple[bool | None, ...]:
