@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
 import math
+import os
+import random
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -99,7 +100,7 @@ def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, list[pl.DataFrame], str,
     aggs = draw(st.lists(st.tuples(st.sampled_from(FUNCS), st.sampled_from(columns)),
                          min_size=1, max_size=4, unique=True))
     grouped = draw(st.booleans())
-    outputs = ", ".join(f"{f.split()[0]}({' '.join(f.split()[1:] + [c])}) AS a{i}"
+    outputs = ", ".join(f"{f.split()[0]}({' '.join([*f.split()[1:], c])}) AS a{i}"
                         for i, (f, c) in enumerate(aggs))
     sql = (f"SELECT g, {outputs} FROM s3object GROUP BY g" if grouped
            else f"SELECT {outputs} FROM s3object")
@@ -254,3 +255,34 @@ def test_the_reported_wraps_are_exact_whatever_the_batching(dtype: pl.DataType,
         else:
             with pytest.raises(QueryError, match="conversion from"):
                 split_answer("SELECT SUM(v) AS s FROM s3object", batches)
+
+
+@pytest.mark.parametrize("spread", [4_000, 10**6])
+def test_variance_of_huge_integers_merges_without_error_of_its_own(spread: int) -> None:
+    """Integers near 2**60 (epoch nanoseconds are near 2**60.6), each exactly a double
+    (multiples of 256), sorted as objects partitioned by time are. Each batch's variance
+    is polars' own over its rows (which loses digits to the rounding of its mean, as
+    polars' one pass over all rows does); the merge must add no error of its own: the
+    partial and pooled means come from the exact sums, relative to the group's least
+    value. So the answer is Chan's merge of polars' batch variances done in rational
+    arithmetic, to 1e-12, and one batch is polars' answer itself."""
+    rng = random.Random(spread)
+    xs = sorted(2**60 + 256 * rng.randrange(spread) for _ in range(3000))
+    df = pl.DataFrame({"t": pl.Series(xs, dtype=pl.Int64)})
+    sql = "SELECT VARIANCE(t) AS v, STDDEV(t) AS sd FROM s3object"
+    want = pl.SQLContext(frames={"s3object": df}).execute(sql, eager=True)
+    assert split_answer(sql, [df]).rows() == want.rows()
+    total, n = Fraction(sum(xs)), len(xs)
+    for batches in ([df[:1000], df[1000:2100], df[2100:]],
+                    [df[i:i + 30] for i in range(0, 3000, 30)]):
+        m2 = Fraction(0)
+        for b in batches:
+            v = pl.SQLContext(frames={"s3object": b}).execute(
+                "SELECT VARIANCE(t) AS v FROM s3object", eager=True)["v"][0]
+            mean = Fraction(sum(b["t"].to_list()), b.height)
+            m2 += Fraction(v) * (b.height - 1) + b.height * (mean - total / n) ** 2
+        merged = float(m2 / (n - 1))
+        got = split_answer(sql, batches)
+        assert got.schema == want.schema
+        assert math.isclose(got["v"][0], merged, rel_tol=1e-12), (got, merged)
+        assert math.isclose(got["sd"][0], math.sqrt(merged), rel_tol=1e-12)

@@ -93,11 +93,12 @@ def test_min_max_merge_as_themselves() -> None:
 
 def test_variance_carries_count_mean_and_m2_and_merges_over_a_pooled_mean() -> None:
     s = must_split("SELECT g, STDDEV(f), VARIANCE(f) FROM s3object GROUP BY g")
-    assert functions(s.partial_sql) == {"Count", "Avg", "Variance", "Min"}
+    assert functions(s.partial_sql) == {"Count", "Avg", "Variance", "Min", "Sum"}
     final = tree(s.final_sql)
     assert final.find(exp.Window) is not None  # the pooled mean per group
     assert final.find(exp.Sqrt) is not None
-    assert len(tree(s.partial_sql).expressions) == 5  # key, n, mean, M2, witness (shared)
+    # key, n, mean, M2, exact sum, witness (shared by both aggregates)
+    assert len(tree(s.partial_sql).expressions) == 6
 
 
 def test_count_distinct_groups_the_partial_by_its_argument() -> None:

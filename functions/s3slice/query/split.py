@@ -81,8 +81,11 @@ witness of the argument's own type (``final_sql`` is a template :meth:`Split.fin
 resolves for the partials' schema). SUM of Int32/UInt32 answers an exact Int64 where
 polars keeps the type and wraps; an Int64/UInt64 sum beyond 64 bits is a typed
 ``QueryError``, never a wrapped value; an integer AVG is the exact sum over the count,
-rounded once to Float64 (STDDEV/VARIANCE take ``x * CAST(1 AS DOUBLE)``, so a Float32 is
-merged in Float64 and rounded to Float32 at the end, as polars types it). Floating-point
+rounded once to Float64. STDDEV/VARIANCE take ``x * CAST(1 AS DOUBLE)`` (a Float32 is
+merged in Float64 and rounded to Float32 at the end, as polars types it), and for an
+integer, decimal or boolean argument the partial and pooled means of the merge come from
+the exact sums relative to the group's least value, so the merge adds no rounding of its
+own to polars' batch variances, however far from zero the values are. Floating-point
 sums are regrouped
 (batch by batch), so they equal the one-pass sum within rounding: a relative error of a
 few ulps times the number of terms (the tests allow ``1e-9`` relative on data without

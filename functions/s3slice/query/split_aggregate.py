@@ -25,7 +25,7 @@ from s3slice.query.split_sql import (
     strip,
     unalias,
 )
-from s3slice.query.split_types import as_double, typed, widened
+from s3slice.query.split_types import as_double, pooled_means, typed, widened
 
 
 @dataclasses.dataclass
@@ -52,7 +52,8 @@ class AggregateSplit:
         self.finals: dict[str, exp.Expr] = {}  # an aggregate's SQL -> its final form
         self.distinct: dict[str, str] = {}  # a DISTINCT argument's SQL -> its column
         self.distinct_exprs: list[exp.Expr] = []
-        self.means: list[tuple[str, str, str]] = []  # (pooled mean, n, mean) columns
+        #: per variance argument: (pooled mean, partial mean, n, mean, exact sum, witness)
+        self.means: list[tuple[str, str, str, str, str, str]] = []
         self.keys: dict[str, str] = {}  # a group key's SQL -> its column
         self.key_exprs: list[exp.Expr] = []
 
@@ -111,13 +112,9 @@ class AggregateSplit:
         source: exp.Expr = exp.to_table(PARTIALS_TABLE)
         if self.means:
             by = [col(c) for c in self.keys.values()]
-            pooled = [exp.alias_(exp.Div(
-                this=self.over(exp.Sum(this=exp.Mul(this=col(n), expression=col(m))), by),
-                expression=exp.Nullif(this=self.over(exp.Sum(this=col(n)), by),
-                                      expression=exp.Literal.number(0))),
-                exp.to_identifier(g, quoted=True)) for g, n, m in self.means]
+            columns = [e for means in self.means for e in pooled_means(by, *means)]
             source = exp.Subquery(
-                this=exp.select(exp.Star(), *pooled).from_(exp.to_table(PARTIALS_TABLE)),
+                this=exp.select(exp.Star(), *columns).from_(exp.to_table(PARTIALS_TABLE)),
                 alias=exp.TableAlias(this=exp.to_identifier(PARTIALS_TABLE)))
         final = exp.select(*final_outputs).from_(source)
         if self.select.args.get("distinct") is not None:
@@ -251,11 +248,13 @@ class AggregateSplit:
             this=exp.Variance(this=as_double(arg)),
             expression=exp.Paren(this=exp.Sub(this=exp.Count(this=arg.copy()), expression=one))),
             expressions=[exp.Literal.number(0)]), "q")
-        pooled = next((g for g, nn, mm in self.means if (nn, mm) == (n, m)), None)
-        if pooled is None:
-            pooled = f"{PREFIX}g{len(self.means)}"
-            self.means.append((pooled, n, m))
-        dev = exp.Paren(this=exp.Sub(this=col(m), expression=col(pooled)))
+        total_sum, w = self.state(exp.Sum(this=widened(arg)), "s"), self.witness(arg)
+        found = next((e for e in self.means if e[2:4] == (n, m)), None)
+        if found is None:
+            i = len(self.means)
+            found = (f"{PREFIX}g{i}", f"{PREFIX}mx{i}", n, m, total_sum, w)
+            self.means.append(found)
+        dev = exp.Paren(this=exp.Sub(this=col(found[1]), expression=col(found[0])))
         total = exp.Add(this=exp.Sum(this=col(m2)), expression=exp.Sum(this=exp.Mul(
             this=col(n), expression=exp.Mul(this=dev, expression=dev.copy()))))
         count = exp.Sum(this=col(n))
@@ -263,5 +262,5 @@ class AggregateSplit:
                                    true=exp.Div(this=exp.Paren(this=total), expression=exp.Paren(
                                        this=exp.Sub(this=count.copy(), expression=one.copy()))))])
         if isinstance(node, exp.Stddev | exp.StddevSamp):
-            return typed("var", self.witness(arg), exp.Sqrt(this=var))
-        return typed("var", self.witness(arg), var)
+            return typed("var", w, exp.Sqrt(this=var))
+        return typed("var", w, var)

@@ -30,7 +30,10 @@ the partials, is a wrong answer, whatever the batching. The split therefore:
   ``SUM(CAST(x AS DECIMAL(38, 0)))`` asks for a wider answer. ``AVG`` divides the exact sum
   by the count once, in Float64 (Float32 for a Float32 argument, as polars), so an average
   of Int64 epoch nanoseconds is exact to the last bit of a double. ``STDDEV``/``VAR`` merge
-  Float64 states (Float32 arguments are widened first) and answer polars' type.
+  Float64 states (Float32 arguments are widened first) and answer polars' type; for an
+  integer, decimal or boolean argument the merge's means come from the exact sums,
+  relative to the group's least value (:func:`pooled_means`), so the merge adds no
+  rounding of its own to polars' variance of each batch.
 """
 
 from __future__ import annotations
@@ -67,9 +70,9 @@ _SQL_TYPES = {
 
 
 def widened(arg: exp.Expr) -> exp.Expr:
-    """``arg`` in the type its partial sum cannot wrap in."""
-    return exp.Mul(this=exp.Paren(this=arg.copy()), expression=exp.Cast(
-        this=exp.Literal.number(1), to=exp.DataType(this=exp.DataType.Type.INT128)))
+    """``arg`` in the type its partial sum cannot wrap in (parenthesized: an operand)."""
+    return exp.Paren(this=exp.Mul(this=exp.Paren(this=arg.copy()), expression=exp.Cast(
+        this=exp.Literal.number(1), to=exp.DataType(this=exp.DataType.Type.INT128))))
 
 
 def as_double(arg: exp.Expr) -> exp.Expr:
@@ -84,6 +87,32 @@ def typed(kind: str, witness: str, *exprs: exp.Expr) -> exp.Expr:
     ``exprs``, typed at the final step by the type of the partial column ``witness``."""
     return exp.Anonymous(this=MARK, expressions=[exp.Literal.string(kind), col(witness),
                                                  *exprs])
+
+
+def pooled_means(by: list[exp.Column], g: str, mx: str, n: str, m: str, s: str, w: str
+                 ) -> list[exp.Expr]:
+    """A variance merge's columns over each partial (grouped by ``by``): ``mx``, the
+    partial's mean, and ``g``, its group's pooled mean. For an integer, decimal or boolean
+    argument both are taken from the exact sums ``s`` relative to the group's least value
+    (the witnesses' MIN), so only differences of the size of the data's spread are rounded,
+    however far from zero the values are (epoch nanoseconds); a float argument's are its
+    partial means ``m`` (Float64) and their weighted mean."""
+    def over(agg: exp.Expr) -> exp.Window:
+        return exp.Window(this=agg, partition_by=[c.copy() for c in by] or None)
+
+    def per(value: exp.Expr, count: exp.Expr) -> exp.Expr:
+        return exp.Div(this=value, expression=exp.Nullif(this=count,
+                                                         expression=exp.Literal.number(0)))
+    least = widened(over(exp.Min(this=col(w))))
+    float_g = per(over(exp.Sum(this=exp.Mul(this=col(n), expression=col(m)))),
+                  over(exp.Sum(this=col(n))))
+    exact_g = per(_cast(exp.Sub(this=over(exp.Sum(this=col(s))), expression=exp.Mul(
+        this=over(exp.Sum(this=col(n))), expression=least)), "DOUBLE"),
+        over(exp.Sum(this=col(n))))
+    exact_m = per(_cast(exp.Sub(this=col(s), expression=exp.Mul(
+        this=col(n), expression=least.copy())), "DOUBLE"), col(n))
+    return [exp.alias_(typed("exact", w, float_g, exact_g), exp.to_identifier(g, quoted=True)),
+            exp.alias_(typed("exact", w, col(m), exact_m), exp.to_identifier(mx, quoted=True))]
 
 
 @functools.lru_cache(maxsize=128)
@@ -107,6 +136,12 @@ def _resolve(template: str, schema: tuple[tuple[str, pl.DataType], ...]) -> str:
                 return exp.Div(this=total, expression=count)  # e.g. a duration's mean
             mean = exp.Div(this=_cast(total, "DOUBLE"), expression=count)
             return _cast(mean, "REAL") if base is pl.Float32 else mean
+        if kind == "exact":  # a variance's means: exact for integers, decimals, booleans
+            inexact, exact = exprs
+            whole = dtype is not None and (dtype.is_integer() or dtype.is_decimal()
+                                           or base is pl.Boolean)
+            chosen: exp.Expr = exact if whole else inexact
+            return chosen
         [value] = exprs  # var: Float64 states
         return _cast(value, "REAL") if base is pl.Float32 else value
 
