@@ -3,7 +3,8 @@
 :mod:`.analyzer` makes an :class:`Analysis` (from polars' own parse of a plain filter, or
 from sqlglot's of anything else); this module holds what every reader needs of one, and
 imports neither parser. Execution is polars' own: polars SQL for the filter of each piece
-and ``pl.SQLContext`` for the query over all of them.
+and for the query over all of them, always through :mod:`.polars_sql`, which refuses text
+that SQL parsers could read differently and any plan that reads beyond the given frames.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError, p
 from s3slice._model import Query
 from s3slice.query import predicate as P
 from s3slice.query.paths import Path, with_paths
+from s3slice.query.polars_sql import check_text, execute
 
 #: The name a query reads its source by, as in S3 Select.
 SOURCE_TABLE = "s3object"
@@ -150,11 +152,7 @@ class Analysis:
         if self.paths:
             names = set(lf.collect_schema().names())
             lf = with_paths(lf, [p for p in self.paths if p.root in names])
-        ctx = pl.SQLContext(frames=dict.fromkeys(self.table_names, lf))
-        try:
-            return ctx.execute(self.sql, eager=False)
-        except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError) as e:
-            raise FilterSyntaxError(f"sql: {plain(str(e))}") from e
+        return execute(self.sql, dict.fromkeys(self.table_names, lf), field="sql")
 
 
 def collect(lf: pl.LazyFrame) -> pl.DataFrame:
@@ -181,17 +179,15 @@ def _sql_filter(lf: pl.LazyFrame, where: str) -> pl.LazyFrame:
     """``lf``'s rows for which ``where`` holds, by polars' SQL engine (as the final SQL
     runs it: ``pl.sql_expr`` alone casts a string to a timestamp strictly, which polars
     no longer allows, where SQL parses it)."""
-    ctx = pl.SQLContext(frames={_PIECE: lf})
-    try:
-        return ctx.execute(f'SELECT * FROM "{_PIECE}" WHERE {where}', eager=False)
-    except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError,
-            pl.exceptions.InvalidOperationError) as e:
-        raise FilterSyntaxError(f"filter {where!r}: {plain(str(e))}") from e
+    check_text(where, field="filter")
+    return execute(f'SELECT * FROM "{_PIECE}" WHERE ({where})', {_PIECE: lf},
+                   field=f"filter {where!r}")
 
 
 def check_filter(text: str) -> pl.Expr:
     """The filter as polars parses it; one polars cannot run fails now, before any byte is
     read."""
+    check_text(text, field="filter", expression=True)
     try:
         return pl.sql_expr(text)
     except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError,

@@ -15,6 +15,7 @@ from s3slice._errors import FilterSyntaxError, QueryError, plain
 from s3slice._model import Query
 from s3slice.query.analysis import SOURCE_TABLE, Analysis, reads_the_clock
 from s3slice.query.plain_filter import analyze_plain_filter
+from s3slice.query.polars_sql import check_text
 from s3slice.query.split_plan import Split, combines_rows
 
 #: How many analyses :func:`analyze` keeps (a function serves one query, or a few).
@@ -64,5 +65,10 @@ def split_for(analysis: Analysis) -> Split | None:
         return None
     from s3slice.query.split import split_query  # only when needed
     if analysis.sql is not None:
-        return split_query(analysis.sql)
-    return split_query(f"SELECT * FROM {SOURCE_TABLE} LIMIT {analysis.query.limit}")
+        split = split_query(analysis.sql)
+    else:
+        split = split_query(f"SELECT * FROM {SOURCE_TABLE} LIMIT {analysis.query.limit}")
+    if split is not None:  # refused now, before any byte is read, not when the plans run
+        for text in (split.partial_sql, split.final_sql):
+            check_text(text, field="sql")
+    return split

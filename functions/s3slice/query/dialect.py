@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlglot
-from sqlglot import exp, parser
+from sqlglot import exp, generator, parser
 from sqlglot.dialects.dialect import Dialect
 
 from s3slice._errors import FilterSyntaxError
@@ -138,3 +138,15 @@ class S3SelectDialect(Dialect):
         FUNCTIONS = {**parser.Parser.FUNCTIONS, "DATE_ADD": _date_add,  # noqa: RUF012
                      "DATE_DIFF": _date_diff, "TO_TIMESTAMP": _to_timestamp,
                      "UTCNOW": _utcnow}
+
+    class Generator(generator.Generator):
+        """The text polars runs is generated from the checked tree: spelled as polars reads
+        it where sqlglot's default spelling is one polars lacks."""
+
+        def trim_sql(self, expression: exp.Trim) -> str:
+            # polars reads TRIM(BOTH ' ' FROM x), not the default TRIM(x, ' ').
+            if expression.expression is None:
+                return super().trim_sql(expression)
+            position = self.sql(expression, "position") or "BOTH"
+            return (f"TRIM({position} {self.sql(expression, 'expression')} FROM "
+                    f"{self.sql(expression, 'this')})")

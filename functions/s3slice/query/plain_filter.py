@@ -30,6 +30,7 @@ from s3slice._model import Query
 from s3slice.query import predicate as P
 from s3slice.query.analysis import Analysis, uses_s3select_functions
 from s3slice.query.paths import PATH_PREFIX
+from s3slice.query.polars_sql import reads_one_way
 
 _COMPARISONS: dict[str, P.CmpOp] = {"Eq": "=", "NotEq": "!=", "Lt": "<", "LtEq": "<=",
                                     "Gt": ">", "GtEq": ">="}
@@ -52,7 +53,9 @@ def analyze_plain_filter(query: Query) -> Analysis | None:
     tree = _TreeReader()
     predicate: P.Pred = P.TRUE
     if text is not None:
-        if uses_s3select_functions(text):
+        # polars' own parse runs a subquery's table function as it parses (pl.sql_expr
+        # reads the file): only text in the one lexical form is parsed here (issue 28).
+        if uses_s3select_functions(text) or not reads_one_way(text, expression=True):
             return None
         try:
             parsed = json.loads(pl.sql_expr(text).meta.serialize(format="json"))

@@ -10,9 +10,10 @@ from collections.abc import Iterable, Mapping
 
 import polars as pl
 
-from s3slice._errors import FilterSyntaxError, QueryError
+from s3slice._errors import QueryError
 from s3slice.query.analysis import SOURCE_TABLE, Analysis
 from s3slice.query.paths import with_paths
+from s3slice.query.polars_sql import execute
 
 #: The table the final plan reads the partials from.
 PARTIALS_TABLE = "partials"
@@ -116,11 +117,7 @@ def _bits(t: pl.DataType) -> int:
 
 
 def _execute(sql: str, frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
-    ctx = pl.SQLContext(frames=dict(frames))
-    try:
-        return ctx.execute(sql, eager=False)
-    except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError) as e:
-        raise FilterSyntaxError(f"sql: {' '.join(str(e).split())}") from e
+    return execute(sql, frames, field="sql")
 
 
 def partial_step(analysis: Analysis, split: Split, rows: pl.LazyFrame) -> pl.LazyFrame:

@@ -104,7 +104,7 @@ def col(name: str) -> exp.Column:
 
 
 def select_sql(select: exp.Select) -> str:
-    return select.sql(dialect=PolarsOrder)
+    return select.sql(dialect=PolarsOrder, comments=False)  # polars runs no comment
 
 
 # -------------------------------------------------------------------------- polars naming

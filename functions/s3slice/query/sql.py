@@ -12,10 +12,11 @@ from sqlglot.errors import ParseError, TokenError
 from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
 from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.polars_sql import FILE_FUNCTION_PREFIXES
 
-# polars SQL table functions that read files; no query may name them anywhere.
-_FILE_FUNCTIONS = ("read_csv", "read_parquet", "read_json", "read_ndjson", "read_ipc",
-                   "read_delta", "read_excel", "read_avro", "scan_")
+# polars SQL's table functions (read_csv, read_parquet, read_json, read_ndjson, read_ipc)
+# and anything named like one: no query may call them anywhere.
+_FILE_FUNCTIONS = FILE_FUNCTION_PREFIXES
 
 
 def parse_error(e: ParseError | TokenError) -> str:
@@ -54,7 +55,7 @@ def parse_filter(text: str) -> exp.Expr:
     """A filter's tree, after checking that it is a condition on columns, not a query, and
     calls no function that reads files."""
     tree = parse(text, "filter")
-    if tree.find(exp.Select, exp.Table, exp.Subquery) is not None or isinstance(
+    if tree.find(exp.Query, exp.Table, exp.Subquery, exp.Values) is not None or isinstance(
             tree, exp.Command | exp.Create | exp.Drop | exp.Insert | exp.Update):
         raise ForbiddenQueryError("filter: must be a condition on columns, not a query")
     check_functions(tree, "filter")
@@ -87,6 +88,12 @@ def parse_sql(text: str) -> tuple[exp.Query, set[str]]:
     if not table_names:
         raise ForbiddenQueryError(f"sql: the query must read FROM {SOURCE_TABLE}")
     return tree, table_names
+
+
+def generated(tree: exp.Expr) -> str:
+    """The SQL text polars runs for a checked tree: generated from it in the S3 Select
+    dialect, without comments (a comment's text is the request's own)."""
+    return tree.sql(dialect=S3SelectDialect, comments=False)
 
 
 def unqualified(tree: exp.Expr) -> exp.Expr:

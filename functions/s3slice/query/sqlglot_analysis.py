@@ -13,12 +13,12 @@ from sqlglot import exp
 
 from s3slice._model import Query
 from s3slice.query import predicate as P
-from s3slice.query.analysis import SOURCE_TABLE, Analysis, check_filter, uses_s3select_functions
-from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.analysis import SOURCE_TABLE, Analysis, check_filter
 from s3slice.query.path_rewrite import PathRewriter, column_names, qualifiers_of
 from s3slice.query.paths import Path
+from s3slice.query.polars_sql import check_text
 from s3slice.query.pushdown import to_predicate
-from s3slice.query.sql import parse_filter, parse_sql, unqualified
+from s3slice.query.sql import generated, parse_filter, parse_sql, unqualified
 
 
 def analyze_filter(query: Query) -> Analysis:
@@ -30,13 +30,13 @@ def analyze_filter(query: Query) -> Analysis:
     if query.filter is not None:
         tree = parse_filter(query.filter)
         tree, paths = PathRewriter({SOURCE_TABLE}).rewrite(tree)
-        qualified = any(c.table for c in tree.find_all(exp.Column))
         tree = unqualified(tree)  # s3object.id is id
         whole |= column_names(tree)
         referenced |= whole | {p.root for p in paths}
         predicate = to_predicate(tree)
-        translated = paths or qualified or uses_s3select_functions(query.filter)
-        where = tree.sql(dialect=S3SelectDialect) if translated else query.filter
+        # polars runs the text generated from the tree the sandbox checked, never the
+        # request's own (one parse decides: sqlglot's).
+        where = generated(tree)
         check_filter(where)  # a filter polars cannot run fails now, before any byte is read
     return Analysis(query=query, columns=query.columns, referenced=frozenset(referenced),
                     predicate=predicate, where=where, sql=None, table_names=(),
@@ -71,17 +71,17 @@ def analyze_sql(query: Query) -> Analysis:
         if isinstance(source, exp.Table) and condition is not None:
             bare = unqualified(condition.this)
             predicate = to_predicate(bare)
-            where = bare.sql()
+            where = generated(bare)
             used = {c.name for c in bare.find_all(exp.Column)}
             where_paths = tuple(p for p in paths if p.name in used)
             # WHERE sees the source's columns, never the select list's aliases.
             in_where = column_names(bare) | {p.root for p in where_paths}
             referenced |= in_where
             optional -= in_where
-    # The text polars runs: the user's own, unless S3 Select functions or paths were
-    # translated.
-    translated = paths or uses_s3select_functions(query.sql)
-    sql = tree.sql(dialect=S3SelectDialect) if translated else query.sql
+    # The text polars runs: generated from the tree the sandbox checked (S3 Select
+    # functions and paths translated), never the request's own.
+    sql = generated(tree)
+    check_text(sql, field="sql")
     return Analysis(query=query, columns=None if star else tuple(sorted(referenced | optional)),
                     referenced=frozenset(referenced), optional=frozenset(optional),
                     predicate=predicate, where=where, sql=sql,

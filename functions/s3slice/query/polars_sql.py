@@ -1,0 +1,166 @@
+"""The one way SQL text reaches polars: checked, then run over the registered frames only.
+
+The sandbox decides on one parse (sqlglot's, or polars' own for a plain filter), and the
+text polars runs is generated from that parse. Two tokenizers can still read one text
+differently (sqlglot ends a ``--`` comment at ``\\r``, polars only at ``\\n``; dollar
+quotes, ``E''`` strings, nested comments, backslashes), so before polars sees any text,
+:func:`check_text` requires it to be in a lexical form that no tokenizer can read two
+ways: no comments, no ``;``, ``$``, ``#``, backtick or backslash outside quotes, no
+prefixed quotes (``E'…'``, ``U&'…'``), only space, tab and ``\\n`` between tokens, and no
+control or line-separator character anywhere. In that form string literals, quoted
+identifiers and words have the same bounds for both parsers, and the words can be checked:
+no call of polars' SQL table functions (``read_parquet``, ``read_csv``, ``read_json``,
+``read_ndjson``, ``read_ipc``: always available, they cannot be switched off) or of any
+``read_*``/``scan_*`` name, and, in a filter, no ``SELECT`` or ``VALUES``.
+
+Defence in depth: after planning, the plan polars resolved is compared with the frames
+registered for the query; any scan they do not hold is refused before a row is read.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+
+import polars as pl
+
+from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, plain
+
+#: Name prefixes of functions that read files or URLs (polars SQL's table functions).
+FILE_FUNCTION_PREFIXES = ("read_", "scan_")
+#: Words that make a subquery; a filter is a condition on columns.
+_SUBQUERY_WORDS = frozenset({"select", "values"})
+_SPACE = frozenset(" \t\n")
+_OPERATORS = frozenset("()[],.+-*/%=<>!|&^~:")
+_QUOTES = frozenset("'\"")
+_SCAN = re.compile(r"\bSCAN \[[^\n]*")
+
+
+def _unsafe_in_quotes(c: str) -> bool:
+    """A character refused even inside quotes: controls (but tab and newline), and the
+    line and paragraph separators some tokenizers end a comment or a line at."""
+    if c in "\t\n":
+        return False
+    return unicodedata.category(c) in ("Cc", "Zl", "Zp")
+
+
+def _word_char(c: str) -> bool:
+    return c == "_" or c.isalnum()
+
+
+def check_text(text: str, *, field: str, expression: bool = False) -> None:
+    """Refuse (:class:`ForbiddenQueryError`) SQL text that two SQL tokenizers could read
+    differently, or that calls a table function; ``expression``: a filter, where a
+    subquery is refused too."""
+    def refuse(why: str) -> ForbiddenQueryError:
+        return ForbiddenQueryError(f"{field}: {why}; a query reads only its own sources, "
+                                   "and its text must read the same to every SQL parser")
+
+    i, n = 0, len(text)
+    previous = ""  # the last character of the previous token
+    while i < n:
+        c = text[i]
+        if c in _SPACE:
+            i, previous = i + 1, c
+            continue
+        if c in _QUOTES:
+            if previous and (_word_char(previous) or previous == "&"):
+                raise refuse(f"a prefixed quote ({text[max(0, i - 2):i + 1]!r}) is not allowed")
+            end = _closing(text, i)
+            if end < 0:
+                raise refuse(f"an unterminated {c} quote")
+            bad = next((ch for ch in text[i + 1:end] if _unsafe_in_quotes(ch)), None)
+            if bad is not None:
+                raise refuse(f"the control character U+{ord(bad):04X} in a quoted text")
+            if c == '"':
+                _check_call(text[i + 1:end].replace('""', '"'), text, end + 1, refuse)
+            i, previous = end + 1, c
+            continue
+        if _word_char(c):
+            j = i
+            while j < n and _word_char(text[j]):
+                j += 1
+            word = text[i:j].lower()
+            _check_call(word, text, j, refuse)
+            if expression and word in _SUBQUERY_WORDS:
+                raise refuse(f"{word.upper()} (a subquery) is not allowed in a filter")
+            i, previous = j, text[j - 1]
+            continue
+        if text.startswith(("--", "/*"), i):
+            raise refuse("a comment is not allowed")
+        if c not in _OPERATORS:
+            raise refuse(f"the character {c!r} (U+{ord(c):04X}) is not allowed outside quotes")
+        i, previous = i + 1, c
+
+
+def reads_one_way(text: str, *, expression: bool = False) -> bool:
+    """Whether ``text`` passes :func:`check_text`: only then may polars parse it."""
+    try:
+        check_text(text, field="sql", expression=expression)
+    except ForbiddenQueryError:
+        return False
+    return True
+
+
+def _closing(text: str, start: int) -> int:
+    """The index of the quote that closes the one at ``start`` (a doubled quote is one
+    character of the text), or -1."""
+    q = text[start]
+    i = start + 1
+    while True:
+        i = text.find(q, i)
+        if i < 0:
+            return -1
+        if i + 1 < len(text) and text[i + 1] == q:
+            i += 2
+            continue
+        return i
+
+
+def _check_call(name: str, text: str, after: int,
+                refuse: Callable[[str], ForbiddenQueryError]) -> None:
+    """Refuse ``name(`` when ``name`` is a function that reads files."""
+    j = after
+    while j < len(text) and text[j] in _SPACE:
+        j += 1
+    if text.startswith("(", j) and name.lower().startswith(FILE_FUNCTION_PREFIXES):
+        raise refuse(f"the function {name} is not allowed")
+
+
+def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
+            field: str = "sql") -> pl.LazyFrame:
+    """``sql`` run lazily by polars over ``frames`` and nothing else, after
+    :func:`check_text`; a plan that scans anything the frames do not is refused."""
+    check_text(sql, field=field)
+    ctx = pl.SQLContext(frames=dict(frames))
+    try:
+        lf = ctx.execute(sql, eager=False)
+    except (pl.exceptions.SQLSyntaxError, pl.exceptions.SQLInterfaceError,
+            pl.exceptions.InvalidOperationError) as e:
+        raise FilterSyntaxError(f"{field}: {plain(' '.join(str(e).split()))}") from e
+    _check_plan(lf, frames, field)
+    return lf
+
+
+def _scans(lf: pl.LazyFrame) -> set[str] | None:
+    """The scans of ``lf``'s resolved plan; None when polars cannot resolve it (then the
+    query fails when it runs, typed there, and reads nothing)."""
+    try:
+        plan = lf.explain(optimized=False)
+    except Exception:  # noqa: BLE001 - any failure to plan: the run raises it, typed
+        return None
+    return {m.group(0) for m in _SCAN.finditer(plan)}
+
+
+def _check_plan(lf: pl.LazyFrame, frames: Mapping[str, pl.LazyFrame], field: str) -> None:
+    scans = _scans(lf)
+    if not scans:
+        return
+    allowed: set[str] = set()
+    for frame in frames.values():
+        allowed |= _scans(frame) or set()
+    foreign = sorted(scans - allowed)
+    if foreign:
+        raise ForbiddenQueryError(f"{field}: the query reads {foreign[0]!r}, which is not its "
+                                  "source; a query reads only its own sources")
