@@ -26,6 +26,7 @@ from s3slice import FOOTER_CACHE, ObjectError, ObjectFormatError, UnknownColumnE
 from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
+from s3slice.parquet import pages as _pages
 from s3slice.parquet import plan as _plan
 from tests.support import S3Env
 
@@ -363,3 +364,18 @@ def test_a_csv_object_lacking_a_column_has_it_null_too(
     want = (both.sql(query["sql"].replace("s3object", "self")) if "sql" in query
             else both.filter(pl.col("y").is_null()).select("x", "y"))
     same_rows(pl.DataFrame(response["rows"], schema=want.schema), want)
+
+
+def test_a_page_plan_missing_a_page_fails_typed_and_decodes_nothing_unfetched(
+        lake: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page read whose plan would not fetch one of its pages: an ``ObjectError``, never
+    an untyped KeyError nor the page's bytes guessed."""
+    settings(monkeypatch, small_object_size="1024", footer_size="4096", strategy="ranges")
+    uri = put(lake, "m/pages.parquet", wide(pages=True))
+    original = _pages.PagePlan.fetch_ranges
+    monkeypatch.setattr(_pages.PagePlan, "fetch_ranges",
+                        lambda self: original(self)[:-1])
+    with pytest.raises(ObjectError, match="not in the read's plan"):
+        invoke({"source": uri, "columns": ["id", "v"], "filter": "id = 12345",
+                "output": f"s3://{RESULTS}/out/"})
+    assert lake.keys(RESULTS) == []

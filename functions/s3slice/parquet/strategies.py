@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from s3slice import _ranges
 from s3slice._arrow import to_polars
+from s3slice._errors import ObjectError
 from s3slice._model import ObjectRef
 from s3slice._read import Io, Timings
 from s3slice._settings import Settings
@@ -286,9 +287,13 @@ class Ranges(Strategy):
             io.fetch(job.obj, *_head(wanted, held.write, job.obj, job.etag))
         with job.timings.phase("execute"):
             schema = job.footer.arrow_schema
-            table = _pages.decode(job.footer, pages, held.read,
-                                  pa.schema([schema.field(c) for c in job.plan.columns]),
-                                  uri=job.obj.uri)
+            try:
+                table = _pages.decode(job.footer, pages, held.read,
+                                      pa.schema([schema.field(c) for c in job.plan.columns]),
+                                      uri=job.obj.uri)
+            except KeyError as e:  # bytes the page plan never fetched: never decoded
+                raise ObjectError(f"a page to decode is not in the read's plan ({e.args[0]}); "
+                                  "nothing unfetched is decoded", uri=job.obj.uri) from e
             frame = _streamed(job, collect(job.analysis.prefilter(to_polars(table).lazy())))
         job.inputs["decoder"] = "pyarrow-pages"
         return Decoded(frame=frame, row_groups_read=len(pages.row_groups), rows_in=pages.rows,
