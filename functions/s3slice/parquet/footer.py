@@ -3,6 +3,7 @@ the bytes before it that the same suffix read brought (page index, Bloom filters
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import struct
 from collections.abc import Callable, Sequence
@@ -81,11 +82,10 @@ class Footer:
         another column's."""
         shared = self.memo.get("shared_paths")
         if shared is None:
-            paths = [self.metadata.schema.column(i).path
-                     for i in range(self.metadata.num_columns)]
+            counts = collections.Counter(self.metadata.schema.column(i).path
+                                         for i in range(self.metadata.num_columns))
             shared = self.memo.setdefault("shared_paths", frozenset(
-                p for p in paths if paths.count(p) > 1) if len(set(paths)) < len(paths)
-                else frozenset())
+                p for p, n in counts.items() if n > 1))
         return shared  # type: ignore[no-any-return]
 
     @property
