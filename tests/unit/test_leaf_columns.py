@@ -14,7 +14,7 @@ import pytest
 from s3slice._errors import ObjectError
 from s3slice._model import ObjectRef
 from s3slice._settings import Settings
-from s3slice.parquet.footer import Footer, leaf_tops, nested_columns, parse_footer
+from s3slice.parquet.footer import Footer, leaf_tops, nested_columns, parse_footer, under_any
 from s3slice.parquet.plan import plan_parquet
 from s3slice.parquet.read_ahead import check_planned, fetch_groups
 from s3slice.query.predicate import TRUE
@@ -79,3 +79,12 @@ def test_a_plan_missing_a_chunk_fails_before_any_fetch() -> None:
     with pytest.raises(ObjectError, match="nothing unfetched is decoded"):
         fetch_groups(NoFetch(), ObjectRef(bucket="b", key="k.parquet"), None,  # type: ignore[arg-type]
                      short)
+
+
+@pytest.mark.parametrize(("path", "names", "under"), [
+    ("a.b.c", {"a"}, True), ("a.b.c", {"a.b"}, True), ("a.b.c", {"a.b.c"}, True),
+    ("a.bc", {"a.b"}, False), ("ab", {"a"}, False), ("a", {"a.b"}, False),
+    ("user.id", {"user.id"}, True), ("user.id.x", {"user.id"}, True), ("user", set(), False),
+])
+def test_under_any_is_a_dotted_prefix(path: str, names: set[str], under: bool) -> None:
+    assert under_any(path, names) is under

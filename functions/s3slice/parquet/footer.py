@@ -7,6 +7,7 @@ import collections
 import dataclasses
 import struct
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pyarrow as pa
@@ -143,6 +144,19 @@ def leaf_tops(md: pq.FileMetaData) -> tuple[str, ...]:
 
 def _under(path: str, name: str) -> bool:
     return path == name or path.startswith(name + ".")
+
+
+def under_any(path: str, names: AbstractSet[str]) -> bool:
+    """Whether the dotted ``path`` is one of ``names`` or lies under one (``a.b.c`` lies
+    under ``a`` and ``a.b``): its prefixes looked up, not every name tried."""
+    if path in names:
+        return True
+    i = path.find(".")
+    while i != -1:
+        if path[:i] in names:
+            return True
+        i = path.find(".", i + 1)
+    return False
 
 
 def _leaf_count(t: pa.DataType) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import polars as pl
@@ -24,7 +25,7 @@ from s3slice._errors import ObjectFormatError
 from s3slice._ranges import Range
 from s3slice._settings import Settings
 from s3slice.parquet import thrift as _thrift
-from s3slice.parquet.footer import MAGIC, Footer, leaf_tops
+from s3slice.parquet.footer import MAGIC, Footer, leaf_tops, under_any
 from s3slice.query import predicate as P
 
 # ------------------------------------------------------------------------ statistics
@@ -234,7 +235,7 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
     wanted = set(columns)
     leaves = [md.schema.column(i).path for i in range(md.num_columns)]
     parts_of = _struct_parts(leaves, {c: f for c, f in (fields or {}).items() if c in wanted})
-    reads = [f for c in names if c in wanted for f in parts_of.get(c, (c,))]
+    reads = {f for c in names if c in wanted for f in parts_of.get(c, (c,))}
     tops = footer.leaf_tops
     needed_leaves = {i for i, path in enumerate(leaves)
                      if _needed(path, tops[i], wanted, parts_of, reads)}
@@ -268,10 +269,10 @@ def _struct_parts(leaves: Sequence[str], fields: Mapping[str, Iterable[str]]
 
 
 def _needed(path: str, top: str, wanted: set[str], parts_of: Mapping[str, tuple[str, ...]],
-            reads: Sequence[str]) -> bool:
+            reads: AbstractSet[str]) -> bool:
     """A leaf of a needed column (``top``, its top-level column: a name may hold a dot, so
     a path is never split), or one pyarrow's reader selects for a read name (it matches
     dotted paths: ``user.id`` selects the ``id`` of a struct ``user`` too)."""
-    if any(_under(path, r) for r in reads):
+    if under_any(path, reads):
         return True
     return top in wanted and (top not in parts_of or any(_under(path, f) for f in parts_of[top]))

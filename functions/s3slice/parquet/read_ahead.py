@@ -23,7 +23,7 @@ from s3slice._model import ObjectRef
 from s3slice._ranges import Range
 from s3slice._read import Io
 from s3slice.fetch.image import Image, MemoryImage
-from s3slice.parquet.footer import reaching_head
+from s3slice.parquet.footer import reaching_head, under_any
 from s3slice.parquet.plan import Plan, chunk_range
 
 #: Fetches in flight at once, at most (each its own ``get_ranges`` call, whose parts run
@@ -104,9 +104,9 @@ def check_planned(plan: Plan, groups: Sequence[int], uri: str) -> None:
 def _decoded_leaves(plan: Plan) -> list[int]:
     """The leaf columns the decoders may read for ``plan``'s columns (once per footer and
     selection: every window and batch of a read asks)."""
-    footer, reads = plan.footer, tuple(plan.read_columns)
+    footer, reads = plan.footer, frozenset(plan.read_columns)
     memo: dict[tuple[Any, ...], list[int]] = footer.memo.setdefault("decoded_leaves", {})
-    key = (plan.columns, reads, tuple(sorted(plan.fields)))
+    key = (plan.columns, tuple(sorted(reads)), tuple(sorted(plan.fields)))
     leaves = memo.get(key)
     if leaves is None:
         if len(memo) >= 64:  # kept with a cached footer: a bound on the selections kept
@@ -115,12 +115,8 @@ def _decoded_leaves(plan: Plan) -> list[int]:
         leaves = memo.setdefault(key, [
             i for i in range(md.num_columns)
             if (tops[i] in columns and tops[i] not in plan.fields)
-            or any(_under(md.schema.column(i).path, r) for r in reads)])
+            or under_any(md.schema.column(i).path, reads)])
     return leaves
-
-
-def _under(path: str, name: str) -> bool:
-    return path == name or path.startswith(name + ".")
 
 
 class ReadAhead:
