@@ -15,6 +15,7 @@ from typing import Any, Literal
 import polars as pl
 
 from s3slice._errors import is_native_panic
+from s3slice.query.polars_sql import execute, reads_one_way
 
 Op = Literal["=", "!=", "<", "<=", ">", ">="]
 OPS: tuple[Op, ...] = ("<", "<=", "=", ">=", ">", "!=")
@@ -90,6 +91,8 @@ def compare_all(values: list[Any], dtype: pl.DataType, constants: Sequence[tuple
 def is_constant(text: str) -> bool:
     """Whether polars reads ``text`` as a constant (a literal, or a cast of one), and
     nothing else: no column, no subquery, no function reaches the statistics' SQL."""
+    if not reads_one_way(text, expression=True):  # the sandbox's lexical form first
+        return False
     try:
         node = json.loads(pl.sql_expr(text).meta.serialize(format="json"))
     except Exception:  # noqa: BLE001 - not an expression polars reads
@@ -134,8 +137,8 @@ def _polars(series: pl.Series, dtype: pl.DataType, texts: list[str]) -> Answers:
     try:
         exprs = [f"(v {op} {text}) AS r{i}_{j}" for i, text in enumerate(texts)
                  for j, op in enumerate(OPS)]
-        ctx = pl.SQLContext(frames={_TABLE: pl.DataFrame([series])})
-        frame = ctx.execute(f"SELECT {', '.join(exprs)} FROM {_TABLE}", eager=True)
+        frame = execute(f"SELECT {', '.join(exprs)} FROM {_TABLE}",
+                        {_TABLE: pl.DataFrame([series]).lazy()}, field="statistics").collect()
         if frame.height != series.len() or any(t != pl.Boolean for t in frame.dtypes):
             raise Refused
         rows = frame.rows()
