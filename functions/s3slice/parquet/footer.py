@@ -114,14 +114,41 @@ def arrow_schema(footer: Footer) -> pa.Schema:
     return reader.schema_arrow
 
 
+#: What is derived from a footer's metadata, by the metadata's identity (each entry keeps
+#: its metadata, so that no other takes its id): decoders ask once per row group.
+_DERIVED: dict[tuple[int, str], tuple[pq.FileMetaData, Any]] = {}
+_DERIVED_MAX = 32
+
+
+def _derived(md: pq.FileMetaData, name: str, make: Callable[[pq.FileMetaData], Any]) -> Any:
+    key = (id(md), name)
+    hit = _DERIVED.get(key)
+    if hit is not None and hit[0] is md:
+        return hit[1]
+    value = make(md)
+    if len(_DERIVED) >= _DERIVED_MAX:
+        _DERIVED.clear()
+    _DERIVED[key] = (md, value)
+    return value
+
+
 def nested_columns(md: pq.FileMetaData) -> set[str]:
     """Top-level columns that are structs, lists or maps (their leaves have a path)."""
+    return set(_derived(md, "nested", _nested))
+
+
+def _nested(md: pq.FileMetaData) -> frozenset[str]:
     tops = leaf_tops(md)
-    return {tops[i] for i in range(md.num_columns)
-            if md.schema.column(i).path != tops[i] or md.schema.column(i).max_repetition_level}
+    return frozenset(tops[i] for i in range(md.num_columns) if md.schema.column(i).path != tops[i]
+                     or md.schema.column(i).max_repetition_level)
 
 
 def leaf_tops(md: pq.FileMetaData) -> tuple[str, ...]:
+    """The top-level column each leaf column (by index) belongs to (see :func:`_leaf_tops`)."""
+    return _derived(md, "leaf_tops", _leaf_tops)  # type: ignore[no-any-return]
+
+
+def _leaf_tops(md: pq.FileMetaData) -> tuple[str, ...]:
     """The top-level column each leaf column (by index) belongs to.
 
     A leaf's dotted path cannot say it: a top-level name may hold a dot (``user.id``, a
