@@ -11,6 +11,7 @@ Int64, and a sum beyond 64 bits is a typed ``QueryError``, never a wrapped value
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -172,3 +173,16 @@ def test_map_batches_and_the_reduce_are_exact(lake: S3Env, size: int) -> None:
         values = [int(x) for k, x in zip(df["g"], df["ts"], strict=True) if k == g]
         assert t == sum(values) / len(values)
         assert t == pytest.approx(w, rel=1e-15)
+
+
+def test_an_aggregate_without_an_exact_split_is_answered_whole_by_polars(
+        lake: S3Env) -> None:
+    """``AVG`` of a date has no exact integer sum (a date cannot be widened); one
+    process holds every row, so polars answers it over all of them, as before."""
+    df = pl.DataFrame({"d": [dt.date(2024, 1, 1), dt.date(2024, 1, 4)] * 10,
+                       "v": pl.Series(range(20), dtype=pl.Int32)})
+    lake.put_frame(DATA, "dates/one.parquet", df)
+    sql = "SELECT AVG(d) AS m, SUM(v) AS s FROM s3object"
+    [row] = direct(sql, source=f"s3://{DATA}/dates/one.parquet")
+    want = polars_answer(sql, df).row(0, named=True)
+    assert row == {"m": str(want["m"]), "s": want["s"]}

@@ -50,7 +50,7 @@ from s3slice.parquet.footer_cache import FOOTER_CACHE, FooterCache
 from s3slice.parquet.reader import ParquetReader
 from s3slice.query.analysis import Analysis, collect
 from s3slice.query.analyzer import analyze, split_for
-from s3slice.query.split_plan import Split, partial_step
+from s3slice.query.split_plan import Split, partial_step, used_split
 from s3slice.text.formats import input_for_key
 from s3slice.text.reader import TextReader
 
@@ -170,7 +170,7 @@ class Engine:
                 frame = _combine([(o.uri, f) for o, f in per_object])
             else:
                 combined = _combine([(r.obj.uri, r.frame) for r in results])
-                split = _single_split(analysis, len(results))
+                split = _single_split(analysis, len(results), combined)
                 if split is None:
                     frame = collect(analysis.finish(combined.lazy()))
                 else:  # as a Distributed Map answers it: partials per object, then final
@@ -342,10 +342,10 @@ def _unreadable(uri: str) -> AbstractContextManager[None]:
                      native=(pl.exceptions.PolarsError, pa.ArrowException))
 
 
-def _single_split(analysis: Analysis, objects: int) -> Split | None:
-    """The split a read of ``objects`` shares with the Distributed Map (:meth:`Split.used`);
+def _single_split(analysis: Analysis, objects: int, rows: pl.DataFrame) -> Split | None:
+    """The split a read of ``objects`` shares with the Distributed Map (:func:`used_split`);
     None when it has none, or cannot be split exactly (one process answers it whole)."""
     try:
-        return Split.used(split_for(analysis), objects)
+        return used_split(analysis, split_for(analysis), objects, rows)
     except QueryError:
         return None

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 import polars as pl
 
-from s3slice._errors import QueryError
+from s3slice._errors import QueryError, S3SliceError
 from s3slice.query.analysis import SOURCE_TABLE, Analysis
 from s3slice.query.paths import with_paths
 from s3slice.query.polars_sql import execute
@@ -39,15 +39,6 @@ class Split:
     #: partial frame (Parquet holds it); ``final_sql`` is then a template the partials'
     #: schema types (:mod:`.split_types`).
     wide: tuple[str, ...] = ()
-
-    @staticmethod
-    def used(split: Split | None, objects: int) -> Split | None:
-        """``split`` as a read of ``objects`` uses it: never without objects, nor for one
-        object's rows (they stand alone), but an aggregate's even for one object, so that
-        its sums are exact whatever the batching (:mod:`.split_types`)."""
-        if split is None or objects == 0 or (objects == 1 and not split.aggregate):
-            return None
-        return split
 
     def partial(self, batch: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
         """The partial frame of one batch (any number of rows, none included)."""
@@ -118,6 +109,22 @@ def _bits(t: pl.DataType) -> int:
 
 def _execute(sql: str, frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     return execute(sql, frames, field="sql")
+
+
+def used_split(analysis: Analysis, split: Split | None, objects: int,
+               rows: pl.DataFrame) -> Split | None:
+    """``split`` as one process's read of ``objects`` uses it, over their ``rows``: never
+    without objects, nor for one object's rows (they stand alone), but an aggregate's even
+    for one object, so that its sums are exact whatever the batching
+    (:mod:`.split_types`); and not when its partial plan cannot run on rows of this schema
+    (``AVG`` of a date has no exact sum): polars then answers the rows whole."""
+    if split is None or objects == 0 or (objects == 1 and not split.aggregate):
+        return None
+    try:
+        partial_step(analysis, split, rows.clear().lazy()).collect_schema()
+    except (S3SliceError, pl.exceptions.PolarsError):
+        return None
+    return split
 
 
 def partial_step(analysis: Analysis, split: Split, rows: pl.LazyFrame) -> pl.LazyFrame:
