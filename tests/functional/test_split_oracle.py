@@ -2,7 +2,9 @@
 
 Random data is cut into batches (some empty, some holding a group alone, null group keys
 throughout); each batch's partial plan runs on its own, the final plan over the partials,
-and the answer must be the oracle's: same names, types and rows. Rows of an unordered
+and the answer must be the oracle's: same names, types (but an exact Int64 SUM of Int32
+values, see :mod:`s3slice.query.split_types`; values beyond polars' own types are
+``test_split_exact.py``'s) and rows. Rows of an unordered
 answer are compared as multisets; floating-point values within ``REL`` relative (sums are
 regrouped batch by batch, see :mod:`s3slice.query.split`). ``ORDER BY ... LIMIT k`` with ties
 may keep other rows of equal keys than the oracle: those cases compare the order keys in
