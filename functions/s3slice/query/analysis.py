@@ -164,7 +164,7 @@ def collect(lf: pl.LazyFrame) -> pl.DataFrame:
                          f"{_first_line(e)}") from e
     except (pl.exceptions.InvalidOperationError, pl.exceptions.SchemaError,
             pl.exceptions.ComputeError, pl.exceptions.SQLSyntaxError,
-            pl.exceptions.SQLInterfaceError) as e:
+            pl.exceptions.SQLInterfaceError, pl.exceptions.DuplicateError) as e:
         raise QueryError(f"the query cannot run on this data: {_first_line(e)}") from e
 
 

@@ -13,6 +13,7 @@ from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, 
 from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.dialect import S3SelectDialect
 from s3slice.query.polars_sql import FILE_FUNCTION_PREFIXES
+from s3slice.query.split_sql import polars_name
 
 # polars SQL's table functions (read_csv, read_parquet, read_json, read_ndjson, read_ipc)
 # and anything named like one: no query may call them anywhere.
@@ -96,6 +97,41 @@ def generated(tree: exp.Expr) -> str:
     return tree.sql(dialect=S3SelectDialect, comments=False)
 
 
+def distinct_names(tree: exp.Expr) -> exp.Expr:
+    """The query with the repeated output names of its SELECT list made distinct, as S3
+    Select names them: the second ``a`` is ``a:1``, the third ``a:2`` (polars refuses two
+    outputs of one name, and given ``SELECT s.a, s.b AS a`` renames the first). Each
+    output is named as polars names it (:func:`polars_name`); one whose name polars gives
+    otherwise is left as it is."""
+    if not isinstance(tree, exp.Select) or any(_is_star(e) for e in tree.expressions):
+        return tree
+    names = [polars_name(e) for e in tree.expressions]
+    counts = {n: names.count(n) for n in names if n is not None}
+    if all(c == 1 for c in counts.values()):
+        return tree
+    used = {n for n in names if n is not None}
+    seen: set[str] = set()
+    out = tree.copy()
+    for e, name in zip(out.expressions, names, strict=True):
+        if name is None:
+            continue
+        if name not in seen:
+            seen.add(name)
+            continue
+        k = 1
+        while f"{name}:{k}" in used:
+            k += 1
+        used.add(f"{name}:{k}")
+        bare = e.this if isinstance(e, exp.Alias) else e
+        e.replace(exp.alias_(bare.copy(), f"{name}:{k}", quoted=True))
+    return out
+
+
+def _is_star(e: exp.Expr) -> bool:
+    return isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
+                                                                               exp.Star))
+
+
 def unqualified(tree: exp.Expr) -> exp.Expr:
     """A copy with table qualifiers dropped from column references (``s.a`` → ``a``)."""
     def strip(node: exp.Expr) -> exp.Expr:
@@ -132,4 +168,23 @@ def s3select_names(sql: str) -> list[str] | None:
             names.append(e.expressions[0].this)
         else:
             names.append(f"_{i + 1}")
-    return names
+    return _suffixed(names)
+
+
+def _suffixed(names: list[str]) -> list[str]:
+    """Repeated names made distinct as S3 Select's records hold them: the second ``a`` is
+    ``a:1``, the third ``a:2`` (a name the list already has is skipped)."""
+    used = set(names)
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        if name not in seen:
+            seen.add(name)
+            out.append(name)
+            continue
+        k = 1
+        while f"{name}:{k}" in used:
+            k += 1
+        used.add(f"{name}:{k}")
+        out.append(f"{name}:{k}")
+    return out

@@ -18,7 +18,13 @@ from s3slice.query.path_rewrite import PathRewriter, column_names, qualifiers_of
 from s3slice.query.paths import Path
 from s3slice.query.polars_sql import check_text
 from s3slice.query.pushdown import to_predicate
-from s3slice.query.sql import generated, parse_filter, parse_sql, unqualified
+from s3slice.query.sql import (
+    distinct_names,
+    generated,
+    parse_filter,
+    parse_sql,
+    unqualified,
+)
 
 
 def analyze_filter(query: Query) -> Analysis:
@@ -80,7 +86,7 @@ def analyze_sql(query: Query) -> Analysis:
             optional -= in_where
     # The text polars runs: generated from the tree the sandbox checked (S3 Select
     # functions and paths translated), never the request's own.
-    sql = generated(tree)
+    sql = generated(distinct_names(tree))
     check_text(sql, field="sql")
     return Analysis(query=query, columns=None if star else tuple(sorted(referenced | optional)),
                     referenced=frozenset(referenced), optional=frozenset(optional),
