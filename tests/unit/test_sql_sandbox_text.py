@@ -169,6 +169,7 @@ def test_what_runs_is_what_sqlglot_read() -> None:
     "SELECT * FROM \"read_ndjson\"\n('f')", "SELECT * FROM scan_csv('f')",
     "SELECT * FROM s3object WHERE a = 'x", "SELECT \\ FROM s3object", "SELECT `a` FROM t",
     "SELECT a FROM s3object WHERE a = ?", "SELECT a FROM s3object WHERE a = @x",
+    "SELECT * FROM s3object, 1read_csv('f')", "SELECT * FROM 1e5scan_x ('f')",
 ])
 def test_text_that_could_read_two_ways_is_refused(text: str) -> None:
     with pytest.raises(ForbiddenQueryError):
@@ -186,10 +187,10 @@ def test_text_in_the_one_lexical_form_is_accepted(text: str) -> None:
 
 
 def test_a_filter_may_not_hold_a_subquery() -> None:
-    for text in ("a IN (SELECT a FROM t)", "a IN (VALUES (1))"):
+    for text in ("a IN (SELECT a FROM t)", "a IN (VALUES (1))", "a IN (1select a FROM t)"):
         with pytest.raises(ForbiddenQueryError):
             polars_sql.check_text(text, field="filter", expression=True)
-        with pytest.raises(ForbiddenQueryError):
+        with pytest.raises(QueryError):  # sqlglot's parse refuses it too
             parse_filter(text)
 
 

@@ -10,11 +10,15 @@ prefixed quotes (``E'…'``, ``U&'…'``), only space, tab and ``\\n`` between t
 control or line-separator character anywhere. In that form string literals, quoted
 identifiers and words have the same bounds for both parsers, and the words can be checked:
 no call of polars' SQL table functions (``read_parquet``, ``read_csv``, ``read_json``,
-``read_ndjson``, ``read_ipc``: always available, they cannot be switched off) or of any
-``read_*``/``scan_*`` name, and, in a filter, no ``SELECT`` or ``VALUES``.
+``read_ndjson``, ``read_ipc``: always available in polars 2.1, they cannot be switched off)
+or of any name holding ``read_`` or ``scan_``, and, in a filter, no ``SELECT`` or
+``VALUES``. ``pl.sql_expr`` runs a subquery's table function while it parses, so even a
+parse by polars needs checked text.
 
 Defence in depth: after planning, the plan polars resolved is compared with the frames
-registered for the query; any scan they do not hold is refused before a row is read.
+registered for the query, and a scan they do not hold is refused before its rows are read
+(resolving a file scan reads the file's schema: the text check is what keeps polars from
+opening anything at all).
 """
 
 from __future__ import annotations
@@ -83,7 +87,8 @@ def check_text(text: str, *, field: str, expression: bool = False) -> None:
                 j += 1
             word = text[i:j].lower()
             _check_call(word, text, j, refuse)
-            if expression and word in _SUBQUERY_WORDS:
+            if expression and (word in _SUBQUERY_WORDS or (word[:1].isdigit()
+                               and word.endswith(tuple(_SUBQUERY_WORDS)))):
                 raise refuse(f"{word.upper()} (a subquery) is not allowed in a filter")
             i, previous = j, text[j - 1]
             continue
@@ -124,7 +129,8 @@ def _check_call(name: str, text: str, after: int,
     j = after
     while j < len(text) and text[j] in _SPACE:
         j += 1
-    if text.startswith("(", j) and name.lower().startswith(FILE_FUNCTION_PREFIXES):
+    # Any name that holds one: polars reads ``1read_csv`` as a number and then a name.
+    if text.startswith("(", j) and any(p in name.lower() for p in FILE_FUNCTION_PREFIXES):
         raise refuse(f"the function {name} is not allowed")
 
 
