@@ -289,3 +289,24 @@ def test_a_csv_source_read_with_the_input_options(server: tuple[str, RangeFaults
                    "--filter", "status = 500", "--print", "csv")
     assert proc.returncode == 0, describe(proc)
     assert proc.stdout == "user\nann\ncid\n"
+
+
+def test_a_csv_key_read_as_parquet_says_how_to_name_its_format(
+        server: tuple[str, RangeFaults], faults: RangeFaults) -> None:
+    endpoint, _ = server
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    client.put_object(Bucket=BUCKET, Key="export/day.txt", Body=b"a,b\n1,x\n2,y\n")
+    proc = cli_run(endpoint, "query", "--source", f"s3://{BUCKET}/export/day.txt",
+                   "--columns", "a")
+    assert proc.returncode == 3, describe(proc)
+    error = json.loads(proc.stdout)
+    assert error["errorType"] == "ObjectFormatError"
+    assert "not a Parquet object" in error["errorMessage"]
+    assert "--input-format csv" in error["errorMessage"]
+    assert '"input": "csv"' in error["errorMessage"]
+    proc = cli_run(endpoint, "query", "--source", f"s3://{BUCKET}/export/day.txt",
+                   "--columns", "a", "--input-format", "csv", "--print", "csv")
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == "a\n1\n2\n"

@@ -20,6 +20,10 @@ MAGIC = b"PAR1"
 
 
 FOOTER_TRAILER = 8  # 4-byte little-endian footer length + magic
+#: A key with no .csv/.json extension is read as Parquet: what to do when it is not.
+NOT_PARQUET_HINT = ("; a key without a .csv, .tsv, .json, .jsonl or .ndjson extension is "
+                    "read as Parquet: for CSV or JSON, name the format (\"input\": \"csv\" "
+                    "in the request, --input-format csv on the command line)")
 
 
 class FooterTooLarge(Exception):
@@ -209,9 +213,11 @@ def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> F
     ``keep_before`` bytes of ``tail`` before the footer are kept (``Footer.before``).
     """
     if size < len(MAGIC) + FOOTER_TRAILER:
-        raise ObjectFormatError(f"not a Parquet object: {size} bytes is too small", uri=uri)
+        raise ObjectFormatError(f"not a Parquet object: {size} bytes is too small"
+                                f"{NOT_PARQUET_HINT}", uri=uri)
     if len(tail) < FOOTER_TRAILER or tail[-4:] != MAGIC:
-        raise ObjectFormatError("not a Parquet object: no PAR1 magic at its end", uri=uri)
+        raise ObjectFormatError(f"not a Parquet object: no PAR1 magic at its end"
+                                f"{NOT_PARQUET_HINT}", uri=uri)
     (footer_len,) = struct.unpack("<I", tail[-8:-4])
     total = footer_len + FOOTER_TRAILER
     if total + len(MAGIC) > size:
