@@ -1,4 +1,25 @@
-"""The s3slice CDK app: one stack composed of small constructs with typed props."""
+"""s3slice's CDK construct library, and the repository's own app built from it.
+
+Import these in your own CDK app (``pip install 's3slice[cdk]'``); every construct takes
+one ``props`` object whose fields are keyword-only and typed:
+
+- :class:`ReadFunction` (:class:`ReadFunctionProps`, :class:`FunctionSettings`): the
+  function, its code asset and dependency layer (a built directory or a release's zip,
+  :func:`layer_zip_name`), architecture, memory, /tmp, SnapStart and engine settings.
+- :class:`Pipeline` (:class:`PipelineProps`): source bucket + prefix (an EventBridge rule
+  per pipeline, whose input carries the pipeline's query and output) → the function →
+  output bucket + prefix, with its queue, dead-letter queue and alarm. Several pipelines
+  share one function or have their own; :class:`PipelineGuard` refuses any pipeline of a
+  stack whose output another could be triggered by, read, or share
+  (:class:`PipelineConflictError`).
+- :class:`Workflow` (:class:`WorkflowProps`): the prefix workflow, a Distributed Map and
+  a reduce step.
+- :class:`Alarms`, :class:`AlarmTopic`, :class:`Triggers`: the repository app's alarms,
+  topic and S3-notification triggers.
+
+:class:`S3SliceStack` with :class:`StackSettings` is the repository's own deployment
+(``cdk/app.py``), its CDK context keys mapped onto these props in ``settings``.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +31,22 @@ from typing import Any
 import aws_cdk as cdk
 import cdk_nag
 
+from .alarms import Alarms, AlarmsProps, AlarmTopic
+from .function import LayerNotBuiltError, ReadFunction, ReadFunctionProps, layer_zip_name
+from .guard import PipelineConflictError, PipelineGuard
+from .pipeline import Pipeline, PipelineProps, object_created_pattern
 from .settings import REPO_DIR, SettingsError, StackSettings
 from .stack import S3SliceStack
+from .triggers import Triggers, TriggersProps
+from .tuning import FunctionSettings
+from .workflow import Workflow, WorkflowProps
 
-__all__ = ["CDK_JSON", "S3SliceStack", "SettingsError", "StackSettings", "build_app",
-           "cdk_json_context"]
+__all__ = ["CDK_JSON", "AlarmTopic", "Alarms", "AlarmsProps", "FunctionSettings",
+           "LayerNotBuiltError", "Pipeline", "PipelineConflictError", "PipelineGuard",
+           "PipelineProps", "ReadFunction", "ReadFunctionProps", "S3SliceStack",
+           "SettingsError", "StackSettings", "Triggers", "TriggersProps", "Workflow",
+           "WorkflowProps", "build_app", "cdk_json_context", "layer_zip_name",
+           "object_created_pattern"]
 
 #: The CDK CLI's project file; its ``context`` holds the feature flags the app runs with.
 CDK_JSON = REPO_DIR / "cdk.json"

@@ -20,10 +20,28 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-#: The function's code asset (the ``s3slice`` package lives in it).
-FUNCTION_CODE_DIR = Path(__file__).resolve().parents[2] / "functions"
+#: The function's code in a clone of the repository (the ``s3slice`` package lives in it).
+REPO_FUNCTION_CODE_DIR = Path(__file__).resolve().parents[2] / "functions"
+
+
+def _function_package_dir() -> Path:
+    """The ``s3slice`` package: the repository's ``functions/s3slice`` in a clone, else the
+    installed package (found without importing it: the CDK app needs no polars)."""
+    if (REPO_FUNCTION_CODE_DIR / "s3slice" / "contract.py").is_file():
+        return REPO_FUNCTION_CODE_DIR / "s3slice"
+    spec = importlib.util.find_spec("s3slice")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("s3slice_cdk needs the s3slice package (pip install 's3slice[cdk]')")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
 #: The function package.
-FUNCTION_PACKAGE_DIR = FUNCTION_CODE_DIR / "s3slice"
+FUNCTION_PACKAGE_DIR = _function_package_dir()
+#: The directory the function's code asset is staged from: ``functions/`` in a clone; for
+#: an installed package, the code asset module copies the package alone (``code_asset``).
+FUNCTION_CODE_DIR = FUNCTION_PACKAGE_DIR.parent
+#: Whether this is a clone of the repository (the layer build and ``cdk.json`` are here).
+IN_REPOSITORY = FUNCTION_CODE_DIR == REPO_FUNCTION_CODE_DIR
 #: The names the function and the deployment agree on.
 CONTRACT_MODULE = FUNCTION_PACKAGE_DIR / "contract.py"
 

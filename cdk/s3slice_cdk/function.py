@@ -15,6 +15,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from .code_asset import function_code
+from .contract import FUNCTION_CODE_DIR
 from .settings import (
     ARCHITECTURES,
     PYTHON_VERSIONS,
@@ -22,6 +23,7 @@ from .settings import (
     Architecture,
     OutputFormat,
 )
+from .tuning import FunctionSettings
 
 #: The handler inside the code asset (``functions/s3slice/handler.py``).
 HANDLER = "s3slice.handler.lambda_handler"
@@ -53,11 +55,30 @@ class LayerNotBuiltError(FileNotFoundError):
     """The layer directory is missing: it has to be built before synth."""
 
 
+def layer_zip_name(version: str, *, architecture: Architecture, python_version: str) -> str:
+    """The name of a release's layer zip: ``s3slice-layer-0.1.0-python3.13-arm64.zip``."""
+    return f"s3slice-layer-{version}-python{python_version}-{architecture}.zip"
+
+
 def check_layer_dir(layer_dir: Path, *, architecture: Architecture, python_version: str) -> None:
-    """Fail with instructions when ``layer_dir`` is not a built layer (``python/`` inside)."""
+    """Fail with instructions when ``layer_dir`` is not a built layer (``python/`` inside)
+    or a layer zip; a release zip (:func:`layer_zip_name`) must name this architecture
+    and Python."""
+    release = layer_zip_name("<version>", architecture=architecture,
+                             python_version=python_version)
     how = (f"Build it first with `python layers/build.py --arch {architecture} "
            f"--python {python_version}`, or point the app at a built layer with "
-           "`--context layerDir=PATH` (a directory that contains python/).")
+           "`--context layerDir=PATH` (a directory that contains python/), or give a "
+           f"release's layer zip ({release}).")
+    if layer_dir.suffix == ".zip":
+        if not layer_dir.is_file():
+            raise LayerNotBuiltError(f"the Lambda layer zip {layer_dir} does not exist. {how}")
+        name = layer_dir.name
+        if name.startswith("s3slice-layer-") and not name.endswith(
+                f"-python{python_version}-{architecture}.zip"):
+            raise LayerNotBuiltError(f"the layer zip {name} is not built for python"
+                                     f"{python_version} on {architecture}. {how}")
+        return
     if not layer_dir.is_dir():
         raise LayerNotBuiltError(f"the Lambda layer directory {layer_dir} does not exist. {how}")
     if not (layer_dir / "python").is_dir():
@@ -65,15 +86,23 @@ def check_layer_dir(layer_dir: Path, *, architecture: Architecture, python_versi
                                  f"subdirectory, so it is not a built layer. {how}")
 
 
-def function_environment(*, query: Mapping[str, Any], output_uri: str,
+def function_environment(*, query: Mapping[str, Any] | None, output_uri: str | None,
                          output_format: OutputFormat,
                          source_uris: Sequence[str]) -> dict[str, str]:
-    """The environment variables that are the contract with the function code."""
+    """The environment variables that are the contract with the function code: a default
+    query and output only when given (a :class:`~s3slice_cdk.pipeline.Pipeline`'s
+    messages carry their own)."""
+    defaults: dict[str, str] = {}
+    if query is not None:
+        defaults["S3SLICE_QUERY"] = json.dumps(dict(query), sort_keys=True,
+                                               separators=(",", ":"))
+    if output_uri is not None:
+        defaults["S3SLICE_OUTPUT_URI"] = output_uri
+        defaults["S3SLICE_OUTPUT_FORMAT"] = output_format
+    if source_uris:
+        defaults["S3SLICE_SOURCE_URIS"] = ",".join(source_uris)
     return {
-        "S3SLICE_QUERY": json.dumps(dict(query), sort_keys=True, separators=(",", ":")),
-        "S3SLICE_OUTPUT_URI": output_uri,
-        "S3SLICE_OUTPUT_FORMAT": output_format,
-        "S3SLICE_SOURCE_URIS": ",".join(source_uris),
+        **defaults,
         "POWERTOOLS_SERVICE_NAME": "s3slice",
         "POWERTOOLS_METRICS_NAMESPACE": "S3Slice",
         "POWERTOOLS_LOG_LEVEL": "INFO",
@@ -82,26 +111,45 @@ def function_environment(*, query: Mapping[str, Any], output_uri: str,
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReadFunctionProps:
-    """What the function construct needs. Paths must exist at synth time."""
+    """What the function construct needs, every prop keyword-only. Paths must exist at
+    synth time."""
 
-    code_dir: Path
+    #: The dependency layer: a built layer directory (``python/`` inside, as
+    #: ``python layers/build.py --arch <architecture>`` makes it) or a release's layer zip
+    #: (:func:`layer_zip_name`), for this ``architecture`` and ``python_version``.
     layer_dir: Path
-    #: ``S3SLICE_QUERY``: the query applied to triggered objects.
-    query: Mapping[str, Any]
-    #: ``S3SLICE_OUTPUT_URI``: ``s3://bucket/prefix/`` (may hold CDK tokens).
-    output_uri: str
+    #: The directory the code asset is staged from (holds the ``s3slice`` package):
+    #: ``functions/`` in a clone, the installed package otherwise.
+    code_dir: Path = FUNCTION_CODE_DIR
+    #: ``S3SLICE_QUERY``: a default query for events that carry none (a pipeline's carry
+    #: their own); none: no default.
+    query: Mapping[str, Any] | None = None
+    #: ``S3SLICE_OUTPUT_URI``: a default output ``s3://bucket/prefix/`` (may hold CDK
+    #: tokens) for events that name none; none: no default.
+    output_uri: str | None = None
+    #: ``S3SLICE_OUTPUT_FORMAT``: the default output's format.
     output_format: OutputFormat = "parquet"
-    #: ``S3SLICE_SOURCE_URIS``: what the function may read (its recursion guard).
+    #: ``S3SLICE_SOURCE_URIS``: what the default configuration's triggers watch (the
+    #: function refuses a default output inside them).
     source_uris: Sequence[str] = ()
+    #: ``arm64`` or ``x86_64`` (the layer's).
     architecture: Architecture = "arm64"
+    #: The Lambda Python runtime, ``3.11`` to ``3.14`` (the layer's).
     python_version: str = "3.13"
+    #: MB, 128..10240.
     memory_size: int = 3008
+    #: MB of /tmp, 512..10240 (at most 512 with SnapStart).
     ephemeral_storage_size: int = 4096
+    #: 1..900.
     timeout_seconds: int = 300
+    #: Reserved concurrent executions; none: unreserved.
     reserved_concurrency: int | None = None
+    #: The function's log retention (the shortest CloudWatch choice keeping that long).
     log_retention_days: int = 30
     #: Lambda SnapStart on published versions, with a version and the alias ``live``.
     snap_start: bool = False
+    #: The engine's settings (``S3SLICE_*`` variables); none: the function's defaults.
+    settings: FunctionSettings | None = None
 
 
 class ReadFunction(Construct):
@@ -131,13 +179,17 @@ class ReadFunction(Construct):
         super().__init__(scope, construct_id)
         check_layer_dir(props.layer_dir, architecture=props.architecture,
                         python_version=props.python_version)
+        #: The runtime's Python version, ``3.13``.
+        self.python_version = props.python_version
+        #: Set by the first :class:`~s3slice_cdk.pipeline.Pipeline` that uses the function.
+        self.pipeline_acknowledgments: object | None = None
         self.runtime = _RUNTIMES[props.python_version]
         self.architecture = _ARCHITECTURES[props.architecture]
         self.timeout = Duration.seconds(props.timeout_seconds)
 
         self.layer = lambda_.LayerVersion(
             self, "Dependencies",
-            code=lambda_.Code.from_asset(str(props.layer_dir)),
+            code=lambda_.Code.from_asset(str(props.layer_dir)),  # a directory or a zip
             compatible_runtimes=[self.runtime],
             compatible_architectures=[self.architecture],
             description=(f"s3slice dependencies (polars, pyarrow, obstore, powertools) for "
@@ -171,9 +223,10 @@ class ReadFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             role=self.role,
             log_group=self.log_group,
-            environment=function_environment(
+            environment={**function_environment(
                 query=props.query, output_uri=props.output_uri,
                 output_format=props.output_format, source_uris=props.source_uris),
+                **(props.settings.environment() if props.settings else {})},
             snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if props.snap_start else None,
             current_version_options=lambda_.VersionOptions(
                 # An old version keeps its snapshot cached (and billed) while it exists.

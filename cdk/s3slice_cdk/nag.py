@@ -30,6 +30,20 @@ from .workflow import Workflow
 #: The singleton CDK adds for ``Custom::S3BucketNotifications``.
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 
+#: The reasons shared with ``library_nag`` (a pipeline's function).
+RUNTIME_REASON = (
+    "The runtime is the pythonVersion setting (python{version} by default) and must match "
+    "the CPython version the layer's compiled wheels (polars, pyarrow) are built for by "
+    "layers/build.py; moving to a newer runtime is a deliberate change of both.")
+PREFIX_REASON = (
+    "Object access is limited to keys under a configured prefix "
+    "(arn:aws:s3:::bucket/prefix*): reads under the watched prefix and readUris, writes (and "
+    "the removal of a failed invocation's own outputs) under the output prefix. A prefix "
+    "cannot be granted without a trailing wildcard.")
+XRAY_REASON = (
+    "Active X-Ray tracing: PutTraceSegments and PutTelemetryRecords support no "
+    "resource-level permissions, so their resource must be '*'.")
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Acknowledged:
@@ -139,12 +153,8 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
     settings = stack.settings
 
     # --- the read function -----------------------------------------------------------
-    acknowledge(
-        reader.function, "AwsSolutions-L1",
-        f"The runtime is the pythonVersion setting (python{settings.python_version} by "
-        "default) and must match the CPython version the layer's compiled wheels (polars, "
-        "pyarrow) are built for by layers/build.py; moving to a newer runtime is a "
-        "deliberate change of both.", log)
+    acknowledge(reader.function, "AwsSolutions-L1",
+                RUNTIME_REASON.format(version=settings.python_version), log)
     prefix_objects = [
         _exact(stack, location.objects_arn) for location in stack.granted_object_locations]
     function_policy = reader.role.node.find_child("DefaultPolicy")
@@ -154,11 +164,7 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
             pattern="|".join(prefix_objects),
             actions=frozenset({"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload",
                                "s3:DeleteObject"}),
-            reason="Object access is limited to keys under a configured prefix "
-                   "(arn:aws:s3:::bucket/prefix*): reads under the watched prefix and "
-                   "readUris, writes (and the removal of a failed invocation's own "
-                   "outputs) under the output prefix. A prefix cannot be granted "
-                   "without a trailing wildcard."),
+            reason=PREFIX_REASON),
         WildcardAllowance(
             pattern="|".join(_exact(stack, location.objects_arn)
                              for location in stack.partials_locations),
@@ -169,8 +175,7 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
         WildcardAllowance(
             pattern=r"\*",
             actions=frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}),
-            reason="Active X-Ray tracing: PutTraceSegments and PutTelemetryRecords support "
-                   "no resource-level permissions, so their resource must be '*'."),
+            reason=XRAY_REASON),
     ], log)
 
     # --- the workflow -------------------------------------------------------------------
@@ -221,23 +226,7 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
         ], log)
 
     # --- CDK's S3 notifications handler (a singleton custom resource) ---------------------
-    handler = stack.node.try_find_child(NOTIFICATIONS_HANDLER_ID)
-    if handler is not None:
-        role = handler.node.try_find_child("Role")
-        if role is not None:
-            acknowledge(
-                role,
-                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "service-role/AWSLambdaBasicExecutionRole]",
-                "CDK's own handler for Custom::S3BucketNotifications, which runs only while "
-                "CloudFormation deploys to set the bucket's notifications, gets this AWS "
-                "managed policy from aws-cdk-lib, and it grants logs:CreateLogGroup, "
-                "logs:CreateLogStream and logs:PutLogEvents on every log group in the "
-                "account and region (Resource '*'), not only on its own.", log)
-        acknowledge(
-            handler, "AwsSolutions-L1",
-            "CDK's own handler for Custom::S3BucketNotifications: its runtime is chosen and "
-            "updated by aws-cdk-lib, not by this app.", log)
+    acknowledge_notifications_handler(stack, log)
 
     # --- the access-log bucket ------------------------------------------------------------
     if stack.access_logs_bucket is not None:
@@ -257,3 +246,31 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
             "a recurring cost for nothing confidential; it still refuses non-TLS "
             "publishers.", log)
     return log
+
+
+class _HasNode(Protocol):
+    @property
+    def node(self) -> Node: ...
+
+
+def acknowledge_notifications_handler(stack: _HasNode, log: list[Acknowledged]) -> None:
+    """CDK's ``Custom::S3BucketNotifications`` handler in ``stack``, if any, once."""
+    handler = stack.node.try_find_child(NOTIFICATIONS_HANDLER_ID)
+    if handler is None or any(entry.type == "aws:cdk:acknowledged-rules"
+                              for entry in handler.node.metadata):
+        return  # none, or acknowledged already (by another pipeline's function)
+    role = handler.node.try_find_child("Role")
+    if role is not None:
+        acknowledge(
+            role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+            "service-role/AWSLambdaBasicExecutionRole]",
+            "CDK's own handler for Custom::S3BucketNotifications, which runs only while "
+            "CloudFormation deploys to set the bucket's notifications, gets this AWS "
+            "managed policy from aws-cdk-lib, and it grants logs:CreateLogGroup, "
+            "logs:CreateLogStream and logs:PutLogEvents on every log group in the "
+            "account and region (Resource '*'), not only on its own.", log)
+    acknowledge(
+        handler, "AwsSolutions-L1",
+        "CDK's own handler for Custom::S3BucketNotifications: its runtime is chosen and "
+        "updated by aws-cdk-lib, not by this app.", log)

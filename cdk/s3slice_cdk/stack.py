@@ -16,6 +16,8 @@ from .alarms import Alarms, AlarmsProps, AlarmTopic
 from .contract import PARTIALS
 from .function import ReadFunction, ReadFunctionProps
 from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
+from .guard import PipelineGuard
+from .guard import location as guard_location
 from .nag import Acknowledged, add_suppressions
 from .settings import FUNCTION_CODE_DIR, StackSettings
 from .triggers import Triggers, TriggersProps
@@ -112,6 +114,15 @@ class S3SliceStack(Stack):
             BucketPrefix(bucket=self.output_bucket, prefix=f"{output.prefix}*/{PARTIALS}/"),
         ]
         self.workflow_results_location = results
+        # The stack-wide guard: a Pipeline added to this stack can neither write where
+        # this deployment watches or reads nor overlap its output (and vice versa).
+        owner = self.node.path
+        PipelineGuard.of(self).register([
+            guard_location(watched.bucket, watched.prefix, "watched", owner),
+            *(guard_location(r.bucket, r.prefix, "read", owner) for r in readable[1:]),
+            guard_location(output.bucket, output.prefix, "output", owner),
+            guard_location(results.bucket, results.prefix, "output", owner),
+        ])
 
         # ------------------------------------------------------------------ function
         self.read_function = ReadFunction(self, "Reader", props=ReadFunctionProps(

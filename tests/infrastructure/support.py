@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 CDK_DIR = REPO_DIR / "cdk"
+#: AWS's sample events (what the function's tests use too).
+EVENTS_DIR = REPO_DIR / "events"
 
 
 def make_stand_in_layer(root: Path) -> Path:
