@@ -1,7 +1,7 @@
 """The SQL sandbox through the real handler on the local S3 server (issue 28 §1): a query
 reads only its own sources, however its text is written, by every route that runs SQL:
 a direct ``sql`` or ``filter``, S3 Select's ``Expression``, and the workflow's Check step
-and map batch (whose partial plans are SQL too).
+map batch and Reduce (whose partial and final plans are SQL too).
 
 A private object sits in the same bucket, a local file and an HTTP server on loopback hold
 a secret row each: the server log must show no request for the private object, the HTTP
@@ -177,7 +177,9 @@ def test_the_workflow_never_reads_outside(lake: S3Env, bait: Bait) -> None:
         answers.append(attempt({"Check": {"query": {"sql": sql}, "output": output}}))
         answers.append(attempt({"Items": items, "BatchInput": {
             "bucket": BUCKET, "query": {"sql": sql}, "output": output, "run": f"r{i}"}}))
-    assert refused(answers[0]) and refused(answers[1])
+        answers.append(attempt({"Reduce": {"run": f"r{i}", "query": {"sql": sql},
+                                           "output": output, "batches": 1}}))
+    assert refused(answers[0]) and refused(answers[1]) and refused(answers[2])
     assert_nothing_outside(lake, bait, answers)
     # A combining query beside them runs its partial plan over the batch, as SQL.
     sql = "SELECT a, COUNT(*) AS c FROM s3object WHERE n >= 2 --c\r OR n = 1\nGROUP BY a"

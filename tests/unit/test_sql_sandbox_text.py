@@ -270,3 +270,27 @@ def test_any_text_of_dangerous_fragments_is_refused_or_runs_its_checked_parse(
         if analysis.where is not None:
             allowed.add(f'SELECT * FROM "__s3slice_piece" WHERE ({analysis.where})')
         assert set(ran) <= allowed
+
+
+TEXT_IN_QUOTES = st.lists(st.sampled_from(
+    ["'", '"', "\\", "-", "/", "*", "$", "#", ";", "`", "e", "E", "U", "&", " ", "\t", "\n",
+     "é", "\u200b", "x", "(", ")", "read_csv", "--", "/*", "*/", "$$"]), max_size=12).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=TEXT_IN_QUOTES)
+def test_quoted_text_means_to_polars_what_the_check_reads(value: str) -> None:
+    """Whatever a string literal or a quoted name holds (quotes doubled), polars reads the
+    bounds the check reads: the value comes back whole, and nothing in it is a token. And
+    a literal that sqlglot read comes back from the SQL generated from its tree."""
+    literal = "'" + value.replace("'", "''") + "'"
+    name = '"' + value.replace('"', '""') + '"'
+    text = f"SELECT {literal} AS v, a AS {name} FROM s3object" if value else (
+        f"SELECT {literal} AS v FROM s3object")
+    polars_sql.check_text(text, field="sql")
+    got = polars_sql.execute(text, {"s3object": DATA.head(1).lazy()}).collect()
+    assert got["v"].to_list() == [value]
+    if value:
+        assert got.columns == ["v", value]
+    out = run(Query(sql=f"SELECT {literal} AS v FROM s3object"))
+    assert out is not None and out["v"].to_list() == [value] * DATA.height
