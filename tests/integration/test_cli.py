@@ -310,3 +310,18 @@ def test_a_csv_key_read_as_parquet_says_how_to_name_its_format(
                    "--columns", "a", "--input-format", "csv", "--print", "csv")
     assert proc.returncode == 0, describe(proc)
     assert proc.stdout == "a\n1\n2\n"
+
+
+def test_a_limit_without_a_filter_reads_only_the_row_groups_it_needs(
+        server: tuple[str, RangeFaults], faults: RangeFaults, table: pl.DataFrame) -> None:
+    """The object has 5 row groups of 20,000 rows: --limit 1 reads the first, --limit
+    30000 the first two, a limit past the rows every group."""
+    endpoint, _ = server
+    for limit, groups in ((1, 1), (30_000, 2), (20_000, 1), (200_000, 5), (0, 0)):
+        proc = cli_run(endpoint, "query", "--source", SOURCE, "--columns", "col_1,region",
+                       "--limit", str(limit), "--return-rows")
+        assert proc.returncode == 0, describe(proc)
+        response = json.loads(proc.stdout)
+        assert response["stats"]["row_groups_read"] == groups, limit
+        got = pl.DataFrame(response["rows"], schema={"col_1": pl.Int64, "region": pl.String})
+        assert got.equals(table.select("col_1", "region").head(limit)), limit

@@ -211,6 +211,19 @@ class Plan:
                                    needed_bytes=sum(self.group_bytes(g) for g in kept))
 
 
+def first_rows(md: pq.FileMetaData, groups: Sequence[int], rows: int) -> tuple[int, ...]:
+    """The fewest leading ``groups`` that hold ``rows`` rows (all of them when they hold
+    fewer): a limit with no filter needs no later row group."""
+    taken: list[int] = []
+    held = 0
+    for g in groups:
+        if held >= rows:
+            break
+        taken.append(g)
+        held += md.row_group(g).num_rows
+    return tuple(taken)
+
+
 def cheapest_column(md: pq.FileMetaData, names: Sequence[str]) -> str:
     """The column with the fewest compressed bytes: what a row count needs to read."""
     sizes = dict.fromkeys(names, 0)

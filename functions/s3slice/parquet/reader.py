@@ -23,7 +23,7 @@ from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy
 from s3slice.parquet.decode import empty
 from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked, reaching_head
 from s3slice.parquet.footer_cache import FooterCache
-from s3slice.parquet.plan import Plan, plan_parquet
+from s3slice.parquet.plan import Plan, first_rows, plan_parquet
 from s3slice.parquet.strategies import Job, Strategy, choose, fetch_metadata
 from s3slice.query import predicate as P
 from s3slice.query.analysis import Analysis
@@ -180,6 +180,9 @@ class ParquetReader:
                             fields=analysis.fields())
         if analysis.pruned:
             plan = plan.keep(())
+        elif analysis.early_limit is not None and analysis.where is None:
+            # A limit and no row filter: the leading row groups that hold it are enough.
+            plan = plan.keep(first_rows(footer.metadata, plan.row_groups, analysis.early_limit))
         # A whole object is already held: its Bloom filters could save no bytes.
         bloom = None
         if footing.whole is None:
