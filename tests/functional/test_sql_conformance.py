@@ -233,7 +233,7 @@ def test_a_parse_error_is_plain_text_naming_the_token(root: Path) -> None:
         message = info.value.message
         assert "\x1b" not in message and "\n" not in message, message
         assert message.startswith(("sql: cannot parse", "filter: cannot parse")), message
-    with pytest.raises(FilterSyntaxError, match="near 'FROM'"):
+    with pytest.raises(FilterSyntaxError, match="ParseUnexpectedToken: unexpected 'FROM'"):
         read_request(engine, {"source": SOURCE, "sql": "SELEC id FROM s3object"})
 
 

@@ -325,3 +325,17 @@ def test_a_limit_without_a_filter_reads_only_the_row_groups_it_needs(
         assert response["stats"]["row_groups_read"] == groups, limit
         got = pl.DataFrame(response["rows"], schema={"col_1": pl.Int64, "region": pl.String})
         assert got.equals(table.select("col_1", "region").head(limit)), limit
+
+
+def test_a_sql_error_names_the_construct_not_the_parser(
+        server: tuple[str, RangeFaults], faults: RangeFaults) -> None:
+    endpoint, _ = server
+    proc = cli_run(endpoint, "query", "--source", SOURCE, "--sql",
+                   "SELECT col_1 FROM s3object WHERE col_1 >")
+    assert proc.returncode == 3, describe(proc)
+    error = json.loads(proc.stdout)
+    assert error["errorType"] == "FilterSyntaxError"
+    assert "ParseExpectedExpression: the operator '>' needs an expression" in \
+        error["errorMessage"]
+    assert "sqlglot" not in error["errorMessage"] and "<class" not in error["errorMessage"]
+    assert faults.hits == 0 and proc.stderr == ""

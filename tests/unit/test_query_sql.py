@@ -71,6 +71,30 @@ def test_a_parse_error_says_where() -> None:
     assert "\x1b" not in message  # no terminal escapes
 
 
+@pytest.mark.parametrize(("text", "told"), [
+    ("SELECT a FROM s3object WHERE a >",
+     "ParseExpectedExpression: the operator '>' needs an expression at line 1, column 32"),
+    ("SELECT a FROM s3object WHERE", "ParseExpectedExpression: WHERE needs an expression"),
+    ("SELECT FROM s3object", "ParseExpectedExpression: the SELECT list needs an expression"),
+    ("SELECT a FROM s3object GROUP BY", "ParseExpectedExpression: GROUP BY needs an expression"),
+    ("SELECT a FROM s3object ORDER BY", "ParseExpectedExpression: ORDER BY needs an expression"),
+    ("SELEC a FROM s3object", "ParseUnexpectedToken: unexpected 'FROM' at line 1, column 12"),
+    ("SELECT CAST(a AS) FROM s3object", "ParseExpectedTypeName: expected a type name after CAST"),
+    ("SELECT a FROM s3object WHERE (a > 1", "ParseExpectedRightParen: expected ')'"),
+    ("SELECT a FROM s3object WHERE a = 'x", "LexerInvalidLiteral: a string opened with ' is "
+                                            "never closed"),
+    ('SELECT "a FROM s3object', "LexerInvalidLiteral: a quoted name opened with \" is never "
+                                "closed"),
+])
+def test_a_parse_error_is_told_in_s3_selects_terms(text: str, told: str) -> None:
+    with pytest.raises(FilterSyntaxError) as caught:
+        parse_sql(text)
+    message = str(caught.value)
+    assert told in message, message
+    for internal in ("<class", "sqlglot", "Required keyword", "'expression'", "'this'"):
+        assert internal not in message, message
+
+
 def test_the_sources_a_query_reads() -> None:
     tree, tables = parse_sql("SELECT a FROM S3Object WHERE b > 1")
     assert tables == {"S3Object"}  # as written: polars registers the name the query uses

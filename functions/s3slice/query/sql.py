@@ -14,20 +14,20 @@ from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.dialect import S3SelectDialect
 from s3slice.query.polars_sql import FILE_FUNCTION_PREFIXES
 from s3slice.query.split_sql import polars_name
+from s3slice.query.sql_errors import describe, describe_token_error
 
 # polars SQL's table functions (read_csv, read_parquet, read_json, read_ndjson, read_ipc)
 # and anything named like one: no query may call them anywhere.
 _FILE_FUNCTIONS = FILE_FUNCTION_PREFIXES
 
 
-def parse_error(e: ParseError | TokenError) -> str:
-    """What sqlglot found wrong, and where, as plain text."""
+def parse_error(e: ParseError | TokenError, text: str = "") -> str:
+    """What sqlglot found wrong, and where, as plain text in S3 Select's terms."""
+    if isinstance(e, TokenError):
+        return describe_token_error(text)
     errors = getattr(e, "errors", None) or []
     if errors and isinstance(errors[0], dict) and errors[0].get("description"):
-        first = errors[0]
-        near = plain(str(first.get("highlight") or ""))
-        return plain(f"{first['description']} at line {first.get('line')}, column "
-                     f"{first.get('col')}" + (f", near {near!r}" if near else ""))
+        return plain(describe(errors[0]))
     return plain(str(e))
 
 
@@ -36,7 +36,8 @@ def parse(text: str, field: str) -> exp.Expr:
     try:
         parsed = sqlglot.parse(text, read=S3SelectDialect)
     except (ParseError, TokenError) as e:
-        raise FilterSyntaxError(f"{field}: cannot parse {text!r}: {parse_error(e)}") from e
+        raise FilterSyntaxError(f"{field}: cannot parse {text!r}: {parse_error(e, text)}"
+                                ) from e
     statements = [s for s in parsed if s is not None]
     if len(statements) != 1:
         raise FilterSyntaxError(f"{field}: expected one expression, found {len(statements)}")
@@ -69,6 +70,12 @@ def parse_sql(text: str) -> tuple[exp.Query, set[str]]:
     tree = parse(text, "sql")
     if not isinstance(tree, exp.Query):
         raise ForbiddenQueryError(f"sql: only SELECT queries run here, got {tree.key.upper()}")
+    # sqlglot accepts a SELECT list or a GROUP BY with nothing in it; S3 Select does not.
+    for node in tree.find_all(exp.Select, exp.Group):
+        if not node.expressions and not (isinstance(node, exp.Group) and node.args.get("all")):
+            clause = "the SELECT list" if isinstance(node, exp.Select) else "GROUP BY"
+            raise FilterSyntaxError(f"sql: cannot parse {text!r}: ParseExpectedExpression: "
+                                    f"{clause} needs an expression")
     check_functions(tree, "sql")
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     table_names: set[str] = set()
