@@ -339,3 +339,27 @@ def test_a_sql_error_names_the_construct_not_the_parser(
         error["errorMessage"]
     assert "sqlglot" not in error["errorMessage"] and "<class" not in error["errorMessage"]
     assert faults.hits == 0 and proc.stderr == ""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["query", "--help"], ["invoke", "--help"],
+                                  ["demo", "--help"], ["--version"]])
+def test_help_and_version_in_a_subprocess(argv: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "s3slice", *argv], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stderr == "", describe(proc)
+    if argv == ["--version"]:
+        assert re.fullmatch(r"s3slice \d+\.\d+\.\d+\S*\n", proc.stdout), proc.stdout
+    else:
+        assert "examples:\n  s3slice " in proc.stdout
+        assert "exit codes:" in proc.stdout or argv == ["demo", "--help"]
+
+
+def test_a_usage_error_and_a_typed_error_have_their_own_exit_codes(
+        server: tuple[str, RangeFaults], faults: RangeFaults) -> None:
+    endpoint, _ = server
+    usage = cli_run(endpoint, "query", "--source", SOURCE)  # neither --sql nor --columns
+    assert usage.returncode == 2 and usage.stdout == "", describe(usage)
+    assert "usage: s3slice query" in usage.stderr
+    typed = cli_run(endpoint, "query", "--source", SOURCE, "--columns", "nope")
+    assert typed.returncode == 3 and typed.stderr == "", describe(typed)
+    assert json.loads(typed.stdout)["errorType"] == "UnknownColumnError"
