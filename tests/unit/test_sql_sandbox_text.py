@@ -294,3 +294,67 @@ def test_quoted_text_means_to_polars_what_the_check_reads(value: str) -> None:
         assert got.columns == ["v", value]
     out = run(Query(sql=f"SELECT {literal} AS v FROM s3object"))
     assert out is not None and out["v"].to_list() == [value] * DATA.height
+
+
+DANGER = ["'", "''", '"', "\\", "--", "/*", "*/", "\r", "\n", "\v", "\f", "\x85", "\u2028",
+          "$$", "E'", "#", ";", " UNION ALL SELECT a FROM ", " read_csv(", " read_parquet(",
+          "{file}", "{url}", ")", "(", " OR a = ", "x"]
+SEPARATORS = [" ", "\n", "\t", "\r", " --c{junk}{lb}", " /*{junk}*/ ", "/* /* */ {junk} */",
+              " -- {junk}\n"]
+LINE_ENDS = ["\n", "\r", "\r\n", "\v", "\f", "\x85", "\u2028", "\u2029"]
+#: A query that runs, as tokens; a separator (space, or a comment holding dangerous text
+#: and ending at one of the line characters) goes between each two.
+SKELETONS = [["SELECT", "a", ",", "n", "FROM", "s3object", "WHERE", "a", "=", "{lit}", "OR",
+              "n", ">", "1"],
+             ["SELECT", "a", ",", "COUNT(*)", "AS", "c", "FROM", "s3object", "WHERE", "a",
+              "<>", "{lit}", "GROUP", "BY", "a"],
+             ["SELECT", "a", "FROM", "s3object", "WHERE", "a", "IN", "(", "{lit}", ",",
+              "'y'", ")", "ORDER", "BY", "a", "LIMIT", "2"]]
+
+
+@st.composite
+def woven(draw: st.DrawFn) -> tuple[str, str]:
+    """(sql, filter): a runnable query and a runnable condition, each with a separator
+    from SEPARATORS (comments holding dangerous text) between every two tokens."""
+    def junk() -> str:
+        return "".join(draw(st.lists(st.sampled_from(DANGER), max_size=5)))
+
+    def separator() -> str:
+        sep = draw(st.sampled_from(SEPARATORS))
+        return sep.replace("{junk}", junk()).replace("{lb}", draw(st.sampled_from(LINE_ENDS)))
+
+    literal = "'" + junk().replace("'", "''") + "'"
+    tokens = [t.replace("{lit}", literal) for t in draw(st.sampled_from(SKELETONS))]
+    sql = "".join(t + separator() for t in tokens)
+    where = tokens.index("WHERE")
+    condition = "".join(t + separator() for t in tokens[where + 1:where + 4])
+    return sql, condition
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=woven(), as_filter=st.booleans())
+def test_comments_woven_into_a_query_are_refused_or_run_as_checked(
+        bait: Bait, case: tuple[str, str], as_filter: bool) -> None:
+    """Runnable queries with comments (ending at \\r, \\v, U+2028 ...) and strings holding
+    dangerous text between their tokens: refused, or what runs is the checked parse's own
+    text (generated from sqlglot's tree, or polars' own plain filter), and no bait read."""
+    sql, condition = case
+    text = (condition if as_filter else sql).replace("{file}", f"'{bait.file}'").replace(
+        "{url}", f"'{bait.url}'")
+    query = Query(filter=text) if as_filter else Query(sql=text)
+    out = run(query)
+    assert_untouched(bait, out)
+    if out is None:
+        return
+    analysis = analyze(query)
+    if as_filter:
+        assert analysis.where is not None
+        polars_sql.check_text(analysis.where, field="filter", expression=True)
+        assert analysis.where == text or analysis.where == generated(parse_filter(text))
+        want = pl.SQLContext(s3object=DATA).execute(
+            f"SELECT * FROM s3object WHERE {analysis.where}", eager=True)
+    else:
+        tree, _ = parse_sql(text)
+        assert analysis.sql == generated(tree)
+        want = pl.SQLContext(s3object=DATA).execute(analysis.sql, eager=True)
+    assert out.sort(out.columns).equals(want.sort(want.columns))
