@@ -120,6 +120,7 @@ def test_the_reported_request_is_refused_and_reads_nothing_else(lake: S3Env,
                     "output": f"s3://{RESULTS}/out/", "return_rows": True})
     assert_nothing_outside(lake, bait, [])
     assert lake.keys(RESULTS) == []
+    assert lake.log.gets() == []  # refused before any object was read, its own too
 
 
 def test_direct_sql_attacks_never_read_outside(lake: S3Env, bait: Bait) -> None:
