@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CDK_CLI := cdk/node_modules/.bin/cdk
 
-.PHONY: setup demo tools minio test test-fast lint typecheck typecheck-cdk bench layer synth clean
+.PHONY: setup demo tools minio test test-fast lint typecheck typecheck-cdk bench layer synth dist clean
 
 UV_VERSION := 0.13.9
 PIP_VERSION := 26.3
@@ -82,6 +82,21 @@ layer: $(STAMP) tools
 
 synth: $(STAMP) tools layer
 	$(CDK_CLI) synth --app "$(PY) cdk/app.py"
+
+# A release's artifacts in dist/: the wheel and the sdist (s3slice, with the construct
+# library s3slice_cdk: pip install 's3slice[cdk]'), both layer zips named by version, Python
+# and architecture, and their SHA-256 sums (RELEASING.md).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' functions/s3slice/__init__.py)
+LAYER_PYTHON ?= 3.13
+dist: $(STAMP) tools
+	rm -rf dist && mkdir -p dist
+	$(VENV)/bin/uv build --quiet --out-dir dist
+	for arch in arm64 x86_64; do \
+	  $(PY) layers/build.py --arch $$arch --python $(LAYER_PYTHON) --zip || exit 1; \
+	  cp layers/build/$$arch/layer.zip dist/s3slice-layer-$(VERSION)-python$(LAYER_PYTHON)-$$arch.zip; \
+	done
+	cd dist && sha256sum s3slice-$(VERSION)-py3-none-any.whl s3slice-$(VERSION).tar.gz \
+	  s3slice-layer-$(VERSION)-python$(LAYER_PYTHON)-*.zip > SHA256SUMS && cat SHA256SUMS
 
 clean:
 	rm -rf $(VENV) cdk/node_modules cdk.out layers/build

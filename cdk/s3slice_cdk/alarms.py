@@ -18,14 +18,21 @@ from constructs import Construct
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AlarmsProps:
+    """What the alarms watch and whom they notify, every prop keyword-only."""
+
+    #: The function whose errors, throttles and duration are watched.
     function: lambda_.IFunction
     #: The function's timeout: the duration alarm fires at ``duration_ratio`` of it.
     timeout: Duration
+    #: The dead-letter queue whose depth is watched.
     dead_letter_queue: sqs.IQueue
+    #: The workflow's state machine (failed, timed-out, aborted executions); none: no alarm.
     state_machine: sfn.IStateMachine | None = None
+    #: The share of the timeout the p99 duration may reach.
     duration_ratio: float = 0.8
     #: Where alarm and OK notifications go; none when not given.
     topic: sns.ITopic | None = None
+    #: Every alarm's evaluation period.
     period: Duration = dataclasses.field(default_factory=lambda: Duration.minutes(5))
 
 

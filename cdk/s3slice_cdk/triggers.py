@@ -44,16 +44,22 @@ class AccountPinnedSqsDestination:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TriggersProps:
-    """Which new objects trigger, and how their notifications are queued and consumed."""
+    """Which new objects trigger, and how their notifications are queued and consumed;
+    every prop keyword-only."""
 
+    #: The watched bucket.
     bucket: s3.IBucket
+    #: Only keys under this prefix trigger (``""``: the whole bucket).
     prefix: str
     #: One notification rule per suffix; empty means any key under ``prefix``.
     suffixes: Sequence[str] = ()
     #: At least 6 x the function's timeout (AWS's advice for SQS event sources).
     visibility_timeout: Duration
+    #: Receives of a message before it moves to the dead-letter queue.
     max_receive_count: int = 3
+    #: Messages per invocation.
     batch_size: int = 10
+    #: How long the event source gathers a batch.
     max_batching_window: Duration = dataclasses.field(
         default_factory=lambda: Duration.seconds(0))
     #: The event source's MaximumConcurrency: at most this many concurrent invocations.

@@ -118,22 +118,33 @@ class _UngrantedResultWriterV2(sfn.ResultWriterV2):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WorkflowProps:
+    """What the prefix workflow runs and where, every prop keyword-only. The caller grants
+    the state machine listing the locations it may read and writing the results prefix."""
+
+    #: The function (or its alias) every task invokes.
     function: lambda_.IFunction
-    #: Defaults for the input's ``bucket`` and ``prefix`` (the watched location).
+    #: The default of the input's ``bucket`` (the watched location's bucket).
     default_bucket_name: str
+    #: The default of the input's ``prefix``.
     default_prefix: str
-    #: Defaults for the input's ``query`` and ``output``.
+    #: The default of the input's ``query``.
     default_query: Mapping[str, Any]
+    #: The default of the input's ``output.uri``.
     default_output_uri: str
+    #: The default of the input's ``output.format``.
     default_output_format: OutputFormat = "parquet"
-    #: Where Map Run results go.
+    #: The bucket Map Run results go to.
     results_bucket: s3.IBucket
+    #: The prefix Map Run results go under.
     results_prefix: str
+    #: The Distributed Map's ``MaxConcurrency``.
     max_concurrency: int = 100
+    #: Objects per child execution (``ItemBatcher``).
     items_per_batch: int = 10
     #: The default of the input's ``toleratedFailurePercentage``: the map's tolerance for
     #: a query that does not combine objects (one that does tolerates none).
     tolerated_failure_percentage: float = 5
+    #: The state machine's log retention in days.
     log_retention_days: int = 30
     #: An execution still running after this fails with ``States.Timeout``.
     timeout: Duration = dataclasses.field(default_factory=lambda: Duration.hours(24))
