@@ -290,7 +290,7 @@ def nested_int96_file(values: list[tuple[int, int]], *, store_schema: bool) -> b
     data = bytearray(malformed.write(
         table, use_deprecated_int96_timestamps=True, store_schema=store_schema,
         use_dictionary=False, compression="NONE", write_statistics=False))
-    for (leaf, row), p in ph.items():
+    for (_leaf, row), p in ph.items():
         seconds = int((p - dt.datetime(1970, 1, 1)).total_seconds())
         old = struct.pack("<qi", (seconds % 86_400) * 1_000_000_000,
                           seconds // 86_400 + JULIAN_UNIX_EPOCH)
