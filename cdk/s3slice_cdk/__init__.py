@@ -12,8 +12,9 @@ one ``props`` object whose fields are keyword-only and typed:
   share one function or have their own; :class:`PipelineGuard` refuses any pipeline of a
   stack whose output another could be triggered by, read, or share
   (:class:`PipelineConflictError`).
-- :class:`Workflow` (:class:`WorkflowProps`): the prefix workflow, a Distributed Map and
-  a reduce step.
+- :meth:`Pipeline.add_workflow` (:class:`PipelineWorkflowProps`): the pipeline's prefix
+  workflow, a :class:`Workflow` (a Distributed Map and a reduce step) over its source
+  prefix with its query and output as defaults, granted and alarmed.
 - :class:`Alarms`, :class:`AlarmTopic`, :class:`Triggers`: the repository app's alarms,
   topic and S3-notification triggers.
 
@@ -35,6 +36,7 @@ from .alarms import Alarms, AlarmsProps, AlarmTopic
 from .function import LayerNotBuiltError, ReadFunction, ReadFunctionProps, layer_zip_name
 from .guard import PipelineConflictError, PipelineGuard
 from .pipeline import Pipeline, PipelineProps, object_created_pattern
+from .pipeline_workflow import PipelineWorkflowProps
 from .settings import REPO_DIR, SettingsError, StackSettings
 from .stack import S3SliceStack
 from .triggers import Triggers, TriggersProps
@@ -43,9 +45,9 @@ from .workflow import Workflow, WorkflowProps
 
 __all__ = ["CDK_JSON", "AlarmTopic", "Alarms", "AlarmsProps", "FunctionSettings",
            "LayerNotBuiltError", "Pipeline", "PipelineConflictError", "PipelineGuard",
-           "PipelineProps", "ReadFunction", "ReadFunctionProps", "S3SliceStack",
-           "SettingsError", "StackSettings", "Triggers", "TriggersProps", "Workflow",
-           "WorkflowProps", "build_app", "cdk_json_context", "layer_zip_name",
+           "PipelineProps", "PipelineWorkflowProps", "ReadFunction", "ReadFunctionProps",
+           "S3SliceStack", "SettingsError", "StackSettings", "Triggers", "TriggersProps",
+           "Workflow", "WorkflowProps", "build_app", "cdk_json_context", "layer_zip_name",
            "object_created_pattern"]
 
 #: The CDK CLI's project file; its ``context`` holds the feature flags the app runs with.

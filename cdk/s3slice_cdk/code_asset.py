@@ -3,20 +3,18 @@
 The staging is the layer build's (``layers/layerbuild/code_asset.py``: the same
 interpreter lookup and ``compileall`` call as the layer's bytecode), which the benchmark
 also uses. That package imports nothing but the standard library. In a clone, ``layers/``
-is put on ``sys.path`` (last) to import it, as ``layers/build.py`` does; an installed
-``s3slice[cdk]`` ships it as ``s3slice_cdk._layerbuild``, and stages the installed
+is put on ``sys.path`` (last) to import it, as ``layers/build.py`` does; the wheel ships
+it as the package ``layerbuild``, and an installed ``s3slice[cdk]`` stages the installed
 ``s3slice`` package alone (copied out of site-packages) under the user's cache directory.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aws_cdk import Annotations
 from aws_cdk import aws_lambda as lambda_
@@ -36,14 +34,10 @@ def _cache_dir() -> Path:
 #: Where the asset is staged at synth (git-ignored in a clone), one directory per content.
 CODE_BUILD_DIR = REPO_DIR / "build" / "code-asset" if IN_REPOSITORY else _cache_dir()
 
-if str(LAYERS_DIR) not in sys.path and IN_REPOSITORY:
-    sys.path.append(str(LAYERS_DIR))
-if TYPE_CHECKING or IN_REPOSITORY:
-    from layerbuild.code_asset import StagedCode, excluded, stage_code
-else:  # the installed wheel's layout (tests/infrastructure/test_wheel.py)
-    _staging = importlib.import_module("s3slice_cdk._layerbuild.code_asset")
-    StagedCode, excluded, stage_code = (
-        _staging.StagedCode, _staging.excluded, _staging.stage_code)
+if IN_REPOSITORY and str(LAYERS_DIR) not in sys.path:
+    sys.path.append(str(LAYERS_DIR))  # installed, the wheel ships layerbuild itself
+
+from layerbuild.code_asset import StagedCode, excluded, stage_code  # noqa: E402
 
 #: The warning added to the function when the asset ships no bytecode.
 NO_BYTECODE_WARNING = "s3slice:codeAssetWithoutBytecode"

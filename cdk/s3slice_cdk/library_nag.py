@@ -20,6 +20,7 @@ from constructs import IConstruct
 from .function import ReadFunction
 from .grants import BucketPrefix
 from .nag import (
+    PARTIALS_REASON,
     PREFIX_REASON,
     RUNTIME_REASON,
     XRAY_REASON,
@@ -41,6 +42,8 @@ class PipelineFunctionAcknowledgments:
         self.python_version = python_version
         #: Where the pipelines granted the function objects (appended by each pipeline).
         self.locations: list[BucketPrefix] = []
+        #: The ``_partials/`` folders their workflows read back (``add_workflow``).
+        self.partials: list[BucketPrefix] = []
         #: What was acknowledged, for review and tests.
         self.log: list[Acknowledged] = []
         self.done = False
@@ -62,6 +65,11 @@ class PipelineFunctionAcknowledgments:
                 actions=frozenset({"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload",
                                    "s3:DeleteObject"}),
                 reason=PREFIX_REASON),
+            WildcardAllowance(
+                pattern="|".join(re.escape(nag_rendering(stack.resolve(p.objects_arn)))
+                                 for p in self.partials) or "(?!)",
+                actions=frozenset({"s3:GetObject"}),
+                reason=PARTIALS_REASON),
             WildcardAllowance(
                 pattern=r"\*",
                 actions=frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}),

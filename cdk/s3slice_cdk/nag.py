@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import IConstruct, Node
@@ -40,6 +41,10 @@ PREFIX_REASON = (
     "(arn:aws:s3:::bucket/prefix*): reads under the watched prefix and readUris, writes (and "
     "the removal of a failed invocation's own outputs) under the output prefix. A prefix "
     "cannot be granted without a trailing wildcard.")
+PARTIALS_REASON = (
+    "The workflow's reduce step reads back the partial answers its map batches wrote, only "
+    "in _partials/ folders under the output prefix (bucket/prefix_partials/* and "
+    "bucket/prefix*/_partials/*).")
 XRAY_REASON = (
     "Active X-Ray tracing: PutTraceSegments and PutTelemetryRecords support no "
     "resource-level permissions, so their resource must be '*'.")
@@ -142,7 +147,11 @@ class ReviewedStack(Protocol):
     def owned_alarm_topic(self) -> sns.Topic | None: ...
 
 
-def _exact(stack: ReviewedStack, value: str) -> str:
+class _Resolves(Protocol):
+    def resolve(self, obj: Any) -> Any: ...
+
+
+def _exact(stack: _Resolves, value: str) -> str:
     return re.escape(nag_rendering(stack.resolve(value)))
 
 
@@ -169,9 +178,7 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
             pattern="|".join(_exact(stack, location.objects_arn)
                              for location in stack.partials_locations),
             actions=frozenset({"s3:GetObject"}),
-            reason="The workflow's reduce step reads back the partial answers its map "
-                   "batches wrote, only in _partials/ folders under the output prefix "
-                   "(bucket/prefix_partials/* and bucket/prefix*/_partials/*)."),
+            reason=PARTIALS_REASON),
         WildcardAllowance(
             pattern=r"\*",
             actions=frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}),
@@ -179,51 +186,8 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
     ], log)
 
     # --- the workflow -------------------------------------------------------------------
-    state_machine = stack.workflow.state_machine
-    machine_policy = state_machine.role.node.find_child("DefaultPolicy")
-    assert isinstance(machine_policy, iam.Policy)
-    acknowledge_wildcards(machine_policy, [
-        WildcardAllowance(
-            pattern=_exact(stack, f"{reader.function.function_arn}:*"),
-            actions=frozenset({"lambda:InvokeFunction"}),
-            reason="CDK's LambdaInvoke grants invoking the function and its versions and "
-                   "aliases (function ARN + ':*'); it is this one function only."),
-        WildcardAllowance(
-            pattern=r"\*",
-            actions=frozenset({
-                "logs:CreateLogDelivery", "logs:DeleteLogDelivery", "logs:DescribeLogGroups",
-                "logs:DescribeResourcePolicies", "logs:GetLogDelivery",
-                "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:UpdateLogDelivery",
-                "xray:GetSamplingRules", "xray:GetSamplingTargets",
-                "xray:PutTelemetryRecords", "xray:PutTraceSegments"}),
-            reason="Step Functions logging to CloudWatch Logs (vended log delivery) and X-Ray "
-                   "tracing: these actions support no resource-level permissions."),
-        WildcardAllowance(
-            pattern=_exact(stack, stack.workflow_results_location.objects_arn),
-            actions=frozenset({"s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts",
-                               "s3:AbortMultipartUpload"}),
-            reason="The Distributed Map's ResultWriter writes Map Run results under the "
-                   "workflow results prefix only (bucket/prefix*)."),
-    ], log)
-    distributed_map_policy = state_machine.node.try_find_child("DistributedMapPolicy")
-    if isinstance(distributed_map_policy, iam.Policy):
-        acknowledge_wildcards(distributed_map_policy, [
-            WildcardAllowance(
-                pattern=(r"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
-                         r"execution:.*:\*"),
-                actions=frozenset({"states:DescribeExecution", "states:StopExecution",
-                                   "states:RedriveExecution"}),
-                reason="A Distributed Map runs child executions of its own state machine "
-                       "with generated names; CDK grants describing, stopping and "
-                       "redriving this state machine's executions only."),
-            WildcardAllowance(
-                pattern=(r"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
-                         r"mapRun:.*/s3slice:\*"),
-                actions=frozenset({"states:DescribeMapRun"}),
-                reason="Map Runs have generated ids; the workflow counts its batches by "
-                       "describing the Map Runs of its own state machine's labelled "
-                       "Distributed Map only."),
-        ], log)
+    acknowledge_workflow(stack.workflow, reader.function,
+                         _exact(stack, stack.workflow_results_location.objects_arn), log)
 
     # --- CDK's S3 notifications handler (a singleton custom resource) ---------------------
     acknowledge_notifications_handler(stack, log)
@@ -274,3 +238,56 @@ def acknowledge_notifications_handler(stack: _HasNode, log: list[Acknowledged]) 
         handler, "AwsSolutions-L1",
         "CDK's own handler for Custom::S3BucketNotifications: its runtime is chosen and "
         "updated by aws-cdk-lib, not by this app.", log)
+
+
+def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
+                         results_pattern: str, log: list[Acknowledged]) -> None:
+    """The workflow's findings: invoking ``function`` (and its versions), vended logs and
+    X-Ray, the Map Run results under ``results_pattern`` (a regex of the rendered
+    ``bucket/prefix*`` ARN) and the Distributed Map's own child executions and Map Runs."""
+    stack = cdk.Stack.of(workflow)
+    state_machine = workflow.state_machine
+    machine_policy = state_machine.role.node.find_child("DefaultPolicy")
+    assert isinstance(machine_policy, iam.Policy)
+    acknowledge_wildcards(machine_policy, [
+        WildcardAllowance(
+            pattern=_exact(stack, f"{function.function_arn}:*"),
+            actions=frozenset({"lambda:InvokeFunction"}),
+            reason="CDK's LambdaInvoke grants invoking the function and its versions and "
+                   "aliases (function ARN + ':*'); it is this one function only."),
+        WildcardAllowance(
+            pattern=r"\*",
+            actions=frozenset({
+                "logs:CreateLogDelivery", "logs:DeleteLogDelivery", "logs:DescribeLogGroups",
+                "logs:DescribeResourcePolicies", "logs:GetLogDelivery",
+                "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:UpdateLogDelivery",
+                "xray:GetSamplingRules", "xray:GetSamplingTargets",
+                "xray:PutTelemetryRecords", "xray:PutTraceSegments"}),
+            reason="Step Functions logging to CloudWatch Logs (vended log delivery) and X-Ray "
+                   "tracing: these actions support no resource-level permissions."),
+        WildcardAllowance(
+            pattern=results_pattern,
+            actions=frozenset({"s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts",
+                               "s3:AbortMultipartUpload"}),
+            reason="The Distributed Map's ResultWriter writes Map Run results under the "
+                   "workflow results prefix only (bucket/prefix*)."),
+    ], log)
+    distributed_map_policy = state_machine.node.try_find_child("DistributedMapPolicy")
+    if isinstance(distributed_map_policy, iam.Policy):
+        acknowledge_wildcards(distributed_map_policy, [
+            WildcardAllowance(
+                pattern=(r"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+                         r"execution:.*:\*"),
+                actions=frozenset({"states:DescribeExecution", "states:StopExecution",
+                                   "states:RedriveExecution"}),
+                reason="A Distributed Map runs child executions of its own state machine "
+                       "with generated names; CDK grants describing, stopping and "
+                       "redriving this state machine's executions only."),
+            WildcardAllowance(
+                pattern=(r"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+                         r"mapRun:.*/s3slice:\*"),
+                actions=frozenset({"states:DescribeMapRun"}),
+                reason="Map Runs have generated ids; the workflow counts its batches by "
+                       "describing the Map Runs of its own state machine's labelled "
+                       "Distributed Map only."),
+        ], log)

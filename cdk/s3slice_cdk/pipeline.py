@@ -41,7 +41,9 @@ from .function import ReadFunction
 from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
 from .library_nag import PipelineFunctionAcknowledgments
+from .pipeline_workflow import PipelineWorkflowProps, add_workflow
 from .settings import KEY_CHARACTERS, OUTPUT_FORMATS, QUERY_FIELDS, OutputFormat, SettingsError
+from .workflow import Workflow
 
 #: The field of a message that carries its pipeline (``s3slice.entry.events.PIPELINE_FIELD``).
 PIPELINE_FIELD = "s3slice"
@@ -109,7 +111,9 @@ class Pipeline(Construct):
 
     Attributes: ``props``, ``rule``, ``queue``, ``dead_letter_queue``, ``event_source``,
     ``dead_letters`` (the alarm), ``watched`` and ``output`` (``BucketPrefix``),
-    ``message`` (the input transformer's object, with its tokens).
+    ``message`` (the input transformer's object, with its tokens), ``accounts``,
+    ``acknowledgments``, and after :meth:`add_workflow` ``workflow`` and
+    ``workflow_failures``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, props: PipelineProps) -> None:
@@ -174,8 +178,13 @@ class Pipeline(Construct):
         )
         function.invoked.add_event_source(self.event_source)
 
-        _acknowledgments(function).locations.extend([self.watched, self.output])
-        accounts = list(dict.fromkeys([Aws.ACCOUNT_ID, *props.bucket_accounts]))
+        #: The function's cdk-nag acknowledgments for its pipelines (shared by them).
+        self.acknowledgments = _acknowledgments(function)
+        self.acknowledgments.locations.extend([self.watched, self.output])
+        #: The accounts that may own the buckets: the deploying one, then bucket_accounts.
+        self.accounts: list[str] = list(dict.fromkeys([Aws.ACCOUNT_ID,
+                                                       *props.bucket_accounts]))
+        accounts = self.accounts
         grantee = function.function
         grants.grant_get_objects(grantee, [self.watched], accounts=accounts)
         grants.grant_list(grantee, [self.watched], accounts=accounts)
@@ -194,6 +203,9 @@ class Pipeline(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        #: The prefix workflow (:meth:`add_workflow`) and its alarm; none until added.
+        self.workflow: Workflow | None = None
+        self.workflow_failures: cloudwatch.Alarm | None = None
         if props.alarm_topic is not None:
             action = cw_actions.SnsAction(props.alarm_topic)
             self.dead_letters.add_alarm_action(action)
@@ -207,6 +219,15 @@ class Pipeline(Construct):
                     "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
                 },
             ))
+
+
+    def add_workflow(self, props: PipelineWorkflowProps | None = None) -> Workflow:
+        """Add the prefix workflow (Distributed Map + reduce step) over the source prefix,
+        with this pipeline's query and output as its defaults (``pipeline_workflow``)."""
+        if self.workflow is not None:
+            raise SettingsError(f"{self.node.path}: the workflow was added already")
+        self.workflow = add_workflow(self, props or PipelineWorkflowProps())
+        return self.workflow
 
 
 def _acknowledgments(function: ReadFunction) -> PipelineFunctionAcknowledgments:

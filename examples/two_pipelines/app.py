@@ -24,6 +24,7 @@ from s3slice_cdk import (
     LayerNotBuiltError,
     Pipeline,
     PipelineProps,
+    PipelineWorkflowProps,
     ReadFunction,
     ReadFunctionProps,
     SettingsError,
@@ -42,13 +43,15 @@ class AnalyticsSlices(cdk.Stack):
             layer_dir=layer, architecture="arm64", python_version="3.13",
             memory_size=2048, ephemeral_storage_size=2048,
             settings=FunctionSettings(concurrency=32)))
-        Pipeline(self, "Orders", props=PipelineProps(
+        orders = Pipeline(self, "Orders", props=PipelineProps(
             function=slicer,
             source_bucket=landing_bucket, source_prefix="orders/",
             source_suffixes=(".parquet",),
             query={"columns": ["order_id", "amount", "country"],
                    "filter": "amount >= 100"},
             output_bucket=results_bucket, output_prefix="orders-large/"))
+        # Every order already under orders/, once: a Distributed Map and a reduce step.
+        orders.add_workflow(PipelineWorkflowProps(items_per_batch=20))
         Pipeline(self, "Clicks", props=PipelineProps(
             function=slicer,
             source_bucket=landing_bucket, source_prefix="clicks/",

@@ -53,6 +53,7 @@ def check_example_output(out: Path, stack_name: str) -> dict[str, Any]:
     mappings = [r for r in resources.values()
                 if r["Type"] == "AWS::Lambda::EventSourceMapping"]
     assert len(mappings) == 2
+    assert sum(r["Type"] == "AWS::StepFunctions::StateMachine" for r in resources.values()) == 1
     report = json.loads((out / "validation-report.json").read_text())
     violations = [(plugin["pluginName"], v["ruleName"])
                   for plugin in report.get("pluginReports", [])

@@ -25,6 +25,7 @@ from s3slice_cdk import (
     Pipeline,
     PipelineConflictError,
     PipelineProps,
+    PipelineWorkflowProps,
     ReadFunction,
     ReadFunctionProps,
     SettingsError,
@@ -33,7 +34,7 @@ from s3slice_cdk import (
 )
 from s3slice_cdk.function import HANDLER
 from s3slice_cdk.pipeline import PIPELINE_FIELD
-from tests.infrastructure.support import EVENTS_DIR, bare_stack
+from tests.infrastructure.support import EVENTS_DIR, bare_stack, state_machine_definition
 
 pytestmark = pytest.mark.infrastructure
 
@@ -77,8 +78,9 @@ def three_pipelines(layer: Path) -> cdk.Stack:
              query=QUERIES[0], source_suffixes=(".parquet", ".csv"), alarm_topic=topic)
     pipeline(stack, "Clicks", shared, "acme-landing/clicks/", "acme-results/clicks/",
              query=QUERIES[1], output_format="csv", alarm_topic=topic)
-    pipeline(stack, "Audit", own, "acme-audit/", "acme-results/audit/", query=QUERIES[2],
-             alarm_topic=topic)
+    audit = pipeline(stack, "Audit", own, "acme-audit/", "acme-results/audit/",
+                     query=QUERIES[2], alarm_topic=topic)
+    audit.add_workflow(PipelineWorkflowProps(items_per_batch=25, max_concurrency=50))
     return stack
 
 
@@ -247,7 +249,7 @@ def test_three_pipelines_two_functions(three: tuple[cdk.Stack, dict[str, Any]]) 
     mappings = resources(template, "AWS::Lambda::EventSourceMapping")
     assert len(mappings) == 3
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 3
+    assert len(alarms) == 4  # three dead-letter queues, one workflow
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [TOPIC]
 
@@ -277,12 +279,13 @@ def test_grants_are_each_pipelines_own(three: tuple[cdk.Stack, dict[str, Any]]) 
     shared, own = grants_of(template, "SharedRole"), grants_of(template, "OwnRole")
     assert shared["s3:GetObject"] == {arn("acme-landing/orders/"), arn("acme-landing/clicks/")}
     assert shared["s3:PutObject"] == {arn("acme-results/orders/"), arn("acme-results/clicks/")}
-    assert own["s3:GetObject"] == {arn("acme-audit/")}
+    assert own["s3:GetObject"] == {arn("acme-audit/"), arn("acme-results/audit/_partials/"),
+                                   arn("acme-results/audit/*/_partials/")}
     assert own["s3:PutObject"] == {arn("acme-results/audit/")}
     assert shared["s3:DeleteObject"] == shared["s3:PutObject"]
-    # Nothing readable is writable, for either function.
-    for grants in (shared, own):
-        assert not grants["s3:GetObject"] & grants["s3:PutObject"]
+    # Nothing readable is writable (but the workflow's partials, under the output).
+    assert not shared["s3:GetObject"] & shared["s3:PutObject"]
+    assert own["s3:GetObject"] & own["s3:PutObject"] == set()
 
 
 @pytest.mark.parametrize(("layout", "conflict"), [
@@ -342,21 +345,32 @@ def test_a_pipeline_added_to_the_apps_stack_is_guarded_too(stand_in_layer: Path,
 
 # --------------------------------------------------------------------- nag and cfn-lint
 def test_three_pipelines_pass_cdk_nag_with_the_existing_acknowledgments(
-        three: tuple[cdk.Stack, dict[str, Any]]) -> None:
+        three: tuple[cdk.Stack, dict[str, Any]], stand_in_layer: Path) -> None:
     stack, _ = three
     report = AwsSolutionsChecks().validate_scope(stack)
     assert [(v.rule_name, [r.template_path for r in v.violating_resources])
             for v in report.violations] == []
     # Every acknowledgment is one the repository's stack makes, with the same reason.
-    from s3slice_cdk.nag import PREFIX_REASON, RUNTIME_REASON, XRAY_REASON
+    from s3slice_cdk.nag import PARTIALS_REASON, PREFIX_REASON, RUNTIME_REASON, XRAY_REASON
 
     reasons = {entry.data[rule] for node in stack.node.find_all()
                for entry in node.node.metadata if entry.type == "aws:cdk:acknowledged-rules"
                for rule in entry.data}
     handler = {r for r in reasons if "Custom::S3BucketNotifications" in r}
-    assert reasons - handler == {PREFIX_REASON, XRAY_REASON,
-                                 RUNTIME_REASON.format(version="3.13")}
+    workflow = {r for r in reasons if "Step Functions" in r or "Map Run" in r
+                or "Distributed Map" in r or "LambdaInvoke" in r}
+    assert reasons - handler - workflow == {PREFIX_REASON, XRAY_REASON, PARTIALS_REASON,
+                                            RUNTIME_REASON.format(version="3.13")}
     assert len(handler) == 2
+    # The workflow's, word for word those of the repository's stack.
+    from s3slice_cdk import build_app
+
+    _, app_stack = build_app({**cdk_json_context(), "nag": False,
+                              "layerDir": str(stand_in_layer)})
+    assert workflow <= {a.reason for a in app_stack.nag_acknowledgments}
+    # Logs and X-Ray, the results prefix, child executions, Map Runs; no ``function:*``
+    # invoke grant to acknowledge: the SnapStart function's tasks invoke its alias.
+    assert len(workflow) == 4
 
 
 def test_three_pipelines_pass_cfn_lint(three: tuple[cdk.Stack, dict[str, Any]]) -> None:
@@ -406,3 +420,45 @@ def test_a_layer_zip_of_another_architecture_is_refused(tmp_path: Path) -> None:
     right.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip
     reader(bare_stack(), "Reader", right)
 
+
+
+def test_a_pipelines_workflow_in_a_bare_stack(stand_in_layer: Path) -> None:
+    stack = bare_stack()
+    function = reader(stack, "Reader", stand_in_layer)
+    made = pipeline(stack, "Sales", function, "acme-landing/sales/", "acme-results/sales/",
+                    query=QUERIES[1])
+    made.add_workflow(PipelineWorkflowProps(items_per_batch=7))
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    template.resource_count_is("AWS::CloudWatch::Alarm", 2)
+    definition = state_machine_definition(template.to_json())
+    defaults = definition["States"]["Defaults"]["Parameters"]["defaults"]
+    assert defaults["bucket"] == "acme-landing"
+    assert defaults["prefix"] == "sales/"
+    assert defaults["query"] == QUERIES[1]
+    assert defaults["output"] == {"uri": "s3://acme-results/sales/", "format": "parquet"}
+    machine = grants_of(template.to_json(), "SalesWorkflowStateMachineRole")
+    assert machine["s3:PutObject"] == {json.dumps({"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":s3:::acme-results/workflow-results/Sales/*"]]},
+        sort_keys=True)}
+    assert "s3:GetObject" in machine and "s3:DeleteObject" not in machine
+    listing = [(name, s["Condition"]["StringLike"]["s3:prefix"])
+               for name, p in resources(template.to_json(), "AWS::IAM::Policy").items()
+               for s in p["Properties"]["PolicyDocument"]["Statement"]
+               if s["Action"] == "s3:ListBucket"]
+    # The state machine lists only the source prefix; the function its partials too.
+    assert [prefixes for name, prefixes in listing if name.startswith("SalesWorkflow")] == [
+        ["sales/*"]]
+    assert sorted(prefixes for name, prefixes in listing if name.startswith("Reader")) == [
+        ["sales/*"], ["sales/_partials/*", "sales/*/_partials/*"]]
+    with pytest.raises(SettingsError, match="added already"):
+        made.add_workflow()
+
+
+def test_a_workflows_results_are_guarded(stand_in_layer: Path) -> None:
+    stack = bare_stack()
+    function = reader(stack, "Reader", stand_in_layer)
+    made = pipeline(stack, "Sales", function, "acme-landing/sales/", "acme-results/sales/")
+    pipeline(stack, "Other", function, "acme-results/incoming/", "acme-results/other/")
+    with pytest.raises(PipelineConflictError, match="watches"):
+        made.add_workflow(PipelineWorkflowProps(results_prefix="incoming/runs/"))

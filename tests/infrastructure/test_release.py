@@ -48,15 +48,12 @@ def test_the_version_is_defined_once() -> None:
 
 
 def test_every_package_is_in_the_wheel() -> None:
-    """pyproject lists packages explicitly (three source roots): none may be missing."""
-    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
-    found = {".".join(path.parent.relative_to(REPO_DIR / "functions").parts)
-             for path in (REPO_DIR / "functions" / "s3slice").rglob("__init__.py")}
-    assert found <= listed
-    assert listed - found == {"s3slice_cdk", "s3slice_cdk._layerbuild"}
-    dirs = PYPROJECT["tool"]["setuptools"]["package-dir"]
-    assert (REPO_DIR / dirs["s3slice_cdk"] / "__init__.py").is_file()
-    assert (REPO_DIR / dirs["s3slice_cdk._layerbuild"] / "code_asset.py").is_file()
+    """Packages are found under three roots: the function, the constructs, the layer build."""
+    find = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    assert find["where"] == ["functions", "cdk", "layers"]
+    assert set(find["include"]) == {"s3slice", "s3slice.*", "s3slice_cdk", "layerbuild"}
+    assert (REPO_DIR / "cdk" / "s3slice_cdk" / "__init__.py").is_file()
+    assert (REPO_DIR / "layers" / "layerbuild" / "code_asset.py").is_file()
     assert PYPROJECT["project"]["optional-dependencies"]["cdk"]
 
 

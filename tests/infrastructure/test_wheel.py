@@ -45,8 +45,13 @@ def test_the_wheel_installs_and_its_example_app_synthesizes(tmp_path: Path) -> N
     [wheel] = dist.glob("s3slice-*.whl")
     assert wheel.name == f"s3slice-{s3slice.__version__}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
-    assert "s3slice_cdk/pipeline.py" in names and "s3slice_cdk/_layerbuild/code_asset.py" in names
+    assert "s3slice_cdk/pipeline.py" in names and "layerbuild/code_asset.py" in names
     assert not [n for n in names if n.startswith(("tests/", "examples/", "cdk/", "layers/"))]
+    # Every package of the function ships (found, not listed: a new one ships too).
+    packages = {"/".join(p.parent.relative_to(REPO_DIR / "functions").parts)
+                for p in (REPO_DIR / "functions" / "s3slice").rglob("__init__.py")}
+    assert {p for p in packages if f"{p}/__init__.py" not in names} == set()
+    assert "s3slice/parquet/parquet.thrift" in names
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=300)

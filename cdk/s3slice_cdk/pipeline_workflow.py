@@ -1,0 +1,129 @@
+"""A pipeline's prefix workflow: the Distributed Map and reduce step over every object
+under the pipeline's source prefix, with the pipeline's query and output as its defaults.
+
+``Pipeline.add_workflow`` makes it. The grants mirror the repository's stack: the state
+machine lists only the pipeline's source location and writes its Map Run results only
+under the results prefix (registered with the stack's guard as an output, so no pipeline
+can watch it); the function may list and read back partial answers only in ``_partials/``
+folders under the pipeline's output prefix (writing them is its output grant). A
+``WorkflowFailures`` alarm notifies the pipeline's alarm topic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING
+
+from aws_cdk import Aws, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+
+from . import grants
+from .contract import PARTIALS
+from .grants import KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
+from .guard import PipelineGuard, location
+from .nag import Acknowledged, acknowledge_workflow, nag_rendering
+from .settings import KEY_CHARACTERS, SettingsError
+from .workflow import Workflow, WorkflowProps
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PipelineWorkflowProps:
+    """The prefix workflow's settings; every prop keyword-only."""
+
+    #: Where Map Run results go, in the output bucket (default
+    #: ``workflow-results/<pipeline id>/``); outside every watched prefix.
+    results_prefix: str | None = None
+    #: The Distributed Map's ``MaxConcurrency``.
+    max_concurrency: int = 100
+    #: Objects per child execution (``ItemBatcher``).
+    items_per_batch: int = 10
+    #: The default tolerance of a query that does not combine objects (0..100).
+    tolerated_failure_percentage: float = 5
+    #: An execution still running after this fails.
+    timeout: Duration = dataclasses.field(default_factory=lambda: Duration.hours(24))
+    #: The state machine's log retention in days.
+    log_retention_days: int = 30
+
+
+def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
+    """The workflow of ``pipeline`` (see the module docstring)."""
+    p = pipeline.props
+    owner = pipeline.node.path
+    results_prefix = props.results_prefix or f"workflow-results/{pipeline.node.id}/"
+    bad = sorted(set(results_prefix) - KEY_CHARACTERS)
+    if not results_prefix.endswith("/") or bad:
+        raise SettingsError(f"{owner}: results_prefix {results_prefix!r} must be a folder "
+                            f"(ending with '/') of letters, digits and / ! - _ . ' ( ) =")
+    if not 0 <= props.tolerated_failure_percentage <= 100:
+        raise SettingsError(f"{owner}: tolerated_failure_percentage must be 0..100")
+    results = BucketPrefix(bucket=p.output_bucket, prefix=results_prefix)
+    PipelineGuard.of(pipeline).register(
+        [location(p.output_bucket, results_prefix, "output", owner)])
+
+    function = p.function
+    workflow = Workflow(pipeline, "Workflow", props=WorkflowProps(
+        function=function.invoked,
+        default_bucket_name=p.source_bucket.bucket_name,
+        default_prefix=p.source_prefix,
+        default_query=dict(p.query),
+        default_output_uri=pipeline.output.uri,
+        default_output_format=p.output_format,
+        results_bucket=p.output_bucket,
+        results_prefix=results_prefix,
+        max_concurrency=props.max_concurrency,
+        items_per_batch=props.items_per_batch,
+        tolerated_failure_percentage=props.tolerated_failure_percentage,
+        log_retention_days=props.log_retention_days,
+        timeout=props.timeout,
+    ))
+    accounts = pipeline.accounts
+    partials = [BucketPrefix(bucket=p.output_bucket, prefix=f"{p.output_prefix}{PARTIALS}/"),
+                BucketPrefix(bucket=p.output_bucket, prefix=f"{p.output_prefix}*/{PARTIALS}/")]
+    grants.grant_get_objects(function.function, partials, accounts=accounts)
+    grants.grant_list(function.function, partials, accounts=accounts)
+    pipeline.acknowledgments.partials.extend(partials)
+    machine = workflow.state_machine
+    grants.grant_list(machine, [pipeline.watched], accounts=accounts)
+    grants.grant_put_objects(machine, results, accounts=accounts, actions=RESULT_WRITER_ACTIONS)
+    grants.grant_kms(machine, list(p.kms_keys), KMS_WRITE_ACTIONS)
+    log: list[Acknowledged] = []
+    acknowledge_workflow(workflow, function.function,
+                         _exact(Stack.of(pipeline), results.objects_arn), log)
+    pipeline.acknowledgments.log.extend(log)
+
+    period = Duration.minutes(5)
+    failures = cloudwatch.Alarm(
+        workflow, "Failures",
+        alarm_description=f"s3slice pipeline {owner}: workflow executions failed, timed out "
+                          "or aborted",
+        metric=cloudwatch.MathExpression(
+            expression="failed + timedout + aborted",
+            using_metrics={"failed": machine.metric_failed(period=period),
+                           "timedout": machine.metric_timed_out(period=period),
+                           "aborted": machine.metric_aborted(period=period)},
+            period=period, label="unsuccessful executions"),
+        threshold=1, evaluation_periods=1,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+    if p.alarm_topic is not None:
+        action = cw_actions.SnsAction(p.alarm_topic)
+        failures.add_alarm_action(action)
+        failures.add_ok_action(action)
+        p.alarm_topic.add_to_resource_policy(iam.PolicyStatement(
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"], resources=[p.alarm_topic.topic_arn],
+            conditions={"ArnLike": {"aws:SourceArn": failures.alarm_arn},
+                        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}))
+    pipeline.workflow_failures = failures
+    return workflow
+
+
+def _exact(stack: Stack, value: str) -> str:
+    return re.escape(nag_rendering(stack.resolve(value)))
