@@ -189,7 +189,8 @@ class ReadFunction(Construct):
 
         self.layer = lambda_.LayerVersion(
             self, "Dependencies",
-            code=lambda_.Code.from_asset(str(props.layer_dir)),  # a directory or a zip
+            # A directory or a zip; absolute, as jsii resolves relative paths from its own cwd.
+            code=lambda_.Code.from_asset(str(props.layer_dir.resolve())),
             compatible_runtimes=[self.runtime],
             compatible_architectures=[self.architecture],
             description=(f"s3slice dependencies (polars, pyarrow, obstore, powertools) for "

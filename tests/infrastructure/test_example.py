@@ -134,3 +134,30 @@ def test_three_pipelines_synthesize_through_the_cli_with_nag_and_cfn_lint(
     matches = lint(json.dumps(template), config=ManualArgs(regions=["us-east-1"],
                                                            ignore_checks=["W3005"]))
     assert [f"{m.rule.id} {m.message}" for m in matches] == []
+
+
+def test_the_readmes_library_example_synthesizes(tmp_path: Path, stand_in_layer: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """cdk/README.md's example stack, as written, with a stand-in for its layer zip."""
+    import re
+    import zipfile
+
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    text = (CDK_DIR / "README.md").read_text()
+    section = text[text.index("### The construct library"):]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert code is not None
+    layer = re.search(r'layer_dir=Path\("([^"]+)"\)', code[1])
+    assert layer is not None
+    with zipfile.ZipFile(tmp_path / layer[1], "w") as archive:
+        for path in sorted(stand_in_layer.rglob("*")):
+            archive.write(path, path.relative_to(stand_in_layer).as_posix())
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(code[1], "cdk/README.md", "exec"), namespace)  # noqa: S102
+    stack = namespace["Slices"](cdk.App(), "Slices")
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::Events::Rule", 2)
+    template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)
