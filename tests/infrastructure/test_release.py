@@ -89,8 +89,14 @@ def test_releasing_is_a_few_lines_and_make_dist_exists() -> None:
 
 
 PROPS = [s3slice_cdk.ReadFunctionProps, s3slice_cdk.PipelineProps,
-         s3slice_cdk.FunctionSettings, s3slice_cdk.WorkflowProps, s3slice_cdk.AlarmsProps,
-         s3slice_cdk.TriggersProps]
+         s3slice_cdk.PipelineWorkflowProps, s3slice_cdk.FunctionSettings,
+         s3slice_cdk.WorkflowProps, s3slice_cdk.AlarmsProps, s3slice_cdk.TriggersProps]
+
+
+def test_every_props_class_of_the_api_is_checked() -> None:
+    exported = {name for name in s3slice_cdk.__all__
+                if name.endswith(("Props", "Settings")) and name != "StackSettings"}
+    assert exported == {props.__name__ for props in PROPS}
 
 
 def test_every_construct_and_class_of_the_api_has_a_docstring() -> None:
