@@ -1,13 +1,10 @@
-"""The direct-invoke request contract, parsed and validated into typed values.
-
-::
+"""The direct-invoke request contract, parsed and validated into typed values::
 
     {"source": "s3://b/k" | ["s3://b/k1", ...] | "s3://b/prefix/" | "s3://b/p/*/x-*.csv",
      "sql": "SELECT a, b FROM s3object WHERE a <= 1000 LIMIT 10",
      -- or instead of sql: "columns": ["a", "b"], "filter": "a <= 1000", "limit": 10,
      "output": {"uri": "s3://b/out/", "format": "parquet", "compression": "zstd"},
-     "input": {"format": "csv", "compression": "gzip", "header": true, "delimiter": ";"},
-     "return_rows": false}
+     "input": {"format": "csv", "header": true, "delimiter": ";"}, "return_rows": false}
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from s3slice._errors import RequestError
+from s3slice._table import TableSource, parse_table_source
 from s3slice.contract import OUTPUT_FORMATS, OutputFormat, file_format
 
 InputFormat = Literal["parquet", "csv", "json"]
@@ -158,7 +156,7 @@ class OutputSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Request:
-    sources: tuple[SourceSpec | ObjectRef, ...]
+    sources: tuple[SourceSpec | ObjectRef | TableSource, ...]
     query: Query
     output: OutputSpec | None = None
     return_rows: bool = False
@@ -201,11 +199,13 @@ def _source(value: object, field: str) -> SourceSpec:
     return SourceSpec(bucket=bucket, key=key)
 
 
-def _parse_sources(raw: object) -> tuple[SourceSpec, ...]:
+def _parse_sources(raw: object) -> tuple[SourceSpec | TableSource, ...]:
     if raw is None:
         raise RequestError("is required", field="source")
     if isinstance(raw, str):
         return (_source(raw, "source"),)
+    if isinstance(raw, Mapping) and "iceberg" in raw:
+        return (parse_table_source(raw),)
     if isinstance(raw, Sequence) and not isinstance(raw, bytes | bytearray):
         if not raw:
             raise RequestError("must name at least one object", field="source")
@@ -375,7 +375,7 @@ def parse_request(raw: object, *, default_output: OutputSpec | None = None) -> R
                    return_rows=return_rows, input=parse_input(raw.get("input")))
 
 
-def _check_disjoint(sources: Sequence[SourceSpec], output: OutputSpec) -> None:
+def _check_disjoint(sources: Sequence[SourceSpec | TableSource], output: OutputSpec) -> None:
     """Refuse an output that a source would read back (the recursion guard)."""
     for i, src in enumerate(sources):
         if src.bucket != output.bucket:

@@ -42,6 +42,7 @@ from s3slice._read import (
 )
 from s3slice._settings import Settings
 from s3slice.engine import sources as _sources
+from s3slice.engine.iceberg_source import read_table, table_of
 from s3slice.engine.lacking import read_all
 from s3slice.engine.results import ReadResult, Stats
 from s3slice.fetch.base import Fetcher
@@ -144,6 +145,8 @@ class Engine:
         With ``sink`` (only for a request that :meth:`streams`), the answer goes there a
         row group at a time, each piece through the query's final step, and is never held
         whole: the result's frame then holds no rows, only the answer's schema."""
+        if (table := table_of(request)) is not None:  # an Iceberg table (never streamed)
+            return read_table(self, request, table, finish=finish)
         started = time.perf_counter()
         before = self.fetcher.counters.snapshot()
         analysis = analyze(request.query)

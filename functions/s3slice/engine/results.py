@@ -39,6 +39,9 @@ class Stats:
     rows_out: int = 0
     timings_ms: Mapping[str, float] = dataclasses.field(default_factory=dict)
     cost: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: An Iceberg table's planning: its snapshot, manifests read and pruned, data files
+    #: pruned by partition and by column bounds, delete files applied (``iceberg``).
+    table: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of_counts(cls, counts: Mapping[str, int], *, rows_out: int) -> Stats:
@@ -52,7 +55,8 @@ class Stats:
     def to_dict(self) -> dict[str, Any]:
         return {**self.counts(), "strategy": self.strategy,
                 "strategy_inputs": dict(self.strategy_inputs), "rows_out": self.rows_out,
-                "timings_ms": dict(self.timings_ms), "cost": dict(self.cost)}
+                "timings_ms": dict(self.timings_ms), "cost": dict(self.cost),
+                **({"iceberg": dict(self.table)} if self.table else {})}
 
     def with_write(self, write_ms: float, cost: Mapping[str, Any]) -> Stats:
         """These stats once the outputs were written in ``write_ms``, at ``cost`` in all."""

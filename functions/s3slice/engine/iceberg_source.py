@@ -1,0 +1,152 @@
+"""An Iceberg table as a request's source (``{"iceberg": ...}``): its scan planned from
+metadata (:mod:`s3slice.iceberg.plan`), the planned data files read whole, mapped to the
+table's schema by field id, their deletes applied, and the query run over their rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import polars as pl
+
+from s3slice._errors import ObjectFormatError, QueryError, contained
+from s3slice._model import ObjectRef, Request
+from s3slice._read import ObjectResult, Timings
+from s3slice._table import TableSource
+from s3slice.engine.results import ReadResult
+from s3slice.iceberg import datafile as D
+from s3slice.iceberg import glue, metadata
+from s3slice.iceberg.metadata import Field
+from s3slice.iceberg.plan import Load, Plan, Task, plan
+from s3slice.query.analysis import Analysis, collect
+from s3slice.query.analyzer import analyze
+
+#: The engine (:class:`s3slice.engine.engine.Engine`, which imports this module).
+Engine = Any
+#: The first GET of a file: small files come whole in it.
+FIRST_GET = 8 << 20
+_SCHEMES = ("s3://", "s3a://", "s3n://")
+
+
+def table_of(request: Request) -> TableSource | None:
+    """The table a request reads, if it reads one."""
+    [*sources] = request.sources
+    return sources[0] if len(sources) == 1 and isinstance(sources[0], TableSource) else None
+
+
+def loader(engine: Engine) -> Load:
+    def load(uri: str) -> bytes:
+        scheme = next((s for s in _SCHEMES if uri.startswith(s)), None)
+        if scheme is None:
+            raise ObjectFormatError("only files in S3 (s3://) are read", uri=uri)
+        bucket, _, key = uri[len(scheme):].partition("/")
+        obj = ObjectRef(bucket=bucket, key=key)
+        engine.deadline()
+        tail = engine.fetcher.get_tail(obj, FIRST_GET)
+        assert tail is not None
+        if tail.size <= len(tail.data):
+            whole: bytes = tail.data
+            return whole
+        buf = bytearray(tail.size)
+        buf[tail.size - len(tail.data):] = tail.data
+
+        def sink(at: int, part: memoryview) -> None:
+            buf[at:at + len(part)] = part
+        engine.io.fetch(dataclasses.replace(obj, size=tail.size),
+                        [(0, tail.size - len(tail.data))], tail.etag, sink)
+        return bytes(buf)
+    return load
+
+
+def plan_table(engine: Engine, source: TableSource, analysis: Analysis) -> Plan:
+    """The scan of ``source``'s snapshot that ``analysis`` needs, from metadata alone."""
+    load = loader(engine)
+    uri = source.table
+    if source.glue is not None:
+        uri = glue.metadata_location(source.glue)
+    table = metadata.parse_metadata(load(uri), uri)
+    snapshot, schema = metadata.select(table, snapshot_id=source.snapshot_id,
+                                       as_of_ms=source.as_of_ms)
+    return plan(table, snapshot, schema, analysis.predicate, load,
+                functools.partial(_run, engine))
+
+
+def _run(engine: Engine, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``fn`` of each item, up to 8 at once (each bound by the engine), in order."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(len(items), 8), thread_name_prefix="s3slice-table") as pool:
+        return list(pool.map(engine.bind(fn), items))
+
+
+def _deletes(engine: Engine, p: Plan, fields: dict[int, Field], load: Load
+             ) -> dict[str, pl.DataFrame]:
+    """Every delete file the plan applies, read once: positions as (file_path, pos),
+    equality deletes as their ``__eq<id>`` columns."""
+    files = {d.path: d for t in p.tasks for d in (*t.position_deletes, *t.equality_deletes)}
+
+    def one(d: Any) -> pl.DataFrame:
+        data = load(d.path)
+        if d.content == 1:
+            return D.positions_frame(data, d.path)
+        return D.equality_rows(data, d.path, d, fields)
+    return dict(zip(files, _run(engine, one, list(files.values())), strict=True))
+
+
+def read_table(engine: Engine, request: Request, source: TableSource, *,
+               finish: Callable[[pl.LazyFrame], pl.LazyFrame] | None = None) -> ReadResult:
+    started = time.perf_counter()
+    before = engine.fetcher.counters.snapshot()
+    analysis = analyze(request.query)
+    timings = Timings(span=engine.span)
+    with timings.phase("plan"):
+        p = plan_table(engine, source, analysis)
+    schema = p.schema
+    names = analysis.needed_columns([f.name for f in schema.fields], source=source.table)
+    fields: dict[int, Field] = {}
+    for s in (*p.table.schemas.values(), schema):
+        fields.update(s.by_id())
+    load = loader(engine)
+    deletes = _deletes(engine, p, fields, load)
+
+    def one(task: Task) -> ObjectResult:
+        extra = sorted({i for d in task.equality_deletes for i in d.equality_ids})
+        data = load(task.file.path)
+        with timings.phase("execute"):
+            frame = D.read_rows(data, task.file.path, schema, names, [fields[i] for i in extra])
+            frame = D.apply_deletes(
+                frame, [D.positions_of(deletes[d.path], task.file.path)
+                        for d in task.position_deletes],
+                [deletes[d.path] for d in task.equality_deletes])
+            rows_in = frame.height
+            with _query_failure():
+                frame = collect(analysis.prefilter(frame.lazy()))
+        bucket, _, key = task.file.path.partition("://")[2].partition("/")
+        return ObjectResult(obj=ObjectRef(bucket=bucket, key=key, size=len(data)), frame=frame,
+                            size=len(data), row_groups=0, row_groups_read=0, rows_in=rows_in,
+                            needed_bytes=len(data), strategy="iceberg", inputs={})
+
+    results: list[ObjectResult] = _run(engine, one, p.tasks)
+    engine.deadline()
+    with timings.phase("execute"), _query_failure():
+        frames: Sequence[pl.DataFrame] = [r.frame for r in results] or [collect(
+            analysis.prefilter(pl.DataFrame(schema=schema.polars()).select(names).lazy()))]
+        combined = pl.concat(frames, how="vertical_relaxed")
+        frame = collect((finish or analysis.finish)(combined.lazy()))
+    counts = p.counts
+    stats, tiers = engine._stats(
+        results, before=before, started=started, timings=timings,
+        pruned=counts["files_pruned_by_partition"] + counts["files_pruned_by_bounds"],
+        rows_out=frame.height)
+    stats = dataclasses.replace(stats, table=p.stats())
+    return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
+                      per_object=None, requests_by_tier=tiers)
+
+
+def _query_failure() -> Any:
+    return contained(lambda text: QueryError(f"polars failed running the query: {text}"),
+                     native=(pl.exceptions.PolarsError,))

@@ -1,0 +1,114 @@
+"""A data file's rows in the table's schema, by field id (a renamed column keeps its id, a
+column added later is null in older files, a dropped one is not read, an ``int`` becomes
+a ``long``), with its position deletes and equality deletes applied."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from s3slice._errors import ObjectFormatError
+from s3slice.iceberg import manifests as M
+from s3slice.iceberg.metadata import Field, Schema
+
+_FIELD_ID = b"PARQUET:field_id"
+_POS = "__s3slice_pos"
+
+
+def _ids(schema: pa.Schema) -> dict[int, str]:
+    """A Parquet file's top-level columns by field id (by name when it has none)."""
+    out: dict[int, str] = {}
+    for f in schema:
+        raw = (f.metadata or {}).get(_FIELD_ID)
+        if raw is not None:
+            out[int(raw)] = f.name
+    return out
+
+
+def _open(data: bytes, uri: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(io.BytesIO(data))
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise ObjectFormatError(f"not a readable Parquet file: {e}", uri=uri) from None
+
+
+def _read(pf: pq.ParquetFile, names: Sequence[str], uri: str) -> pa.Table:
+    try:
+        return pf.read(columns=list(names))
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise ObjectFormatError(f"unreadable: {e}", uri=uri) from None
+
+
+def _column(table: pa.Table, name: str | None, field: Field, rows: int) -> pl.Series:
+    dtype = field.dtype
+    if name is None:
+        return pl.Series(field.name, [None] * rows, dtype=dtype)
+    series = pl.from_arrow(table.column(name))
+    assert isinstance(series, pl.Series)
+    series = series.alias(field.name)
+    if series.dtype == dtype or dtype.is_nested():
+        return series
+    return series.cast(dtype)
+
+
+def read_rows(data: bytes, uri: str, schema: Schema, names: Sequence[str],
+              extra: Sequence[Field] = ()) -> pl.DataFrame:
+    """The file's rows as ``names`` of ``schema`` (and ``extra`` fields, for equality
+    deletes, named ``__eq<id>``), with a row position column."""
+    pf = _open(data, uri)
+    by_id = _ids(pf.schema_arrow)
+    fields = [schema.by_name()[n] for n in names]
+    if not by_id:  # no field ids: a file written without them is mapped by name
+        have = set(pf.schema_arrow.names)
+        by_id = {f.id: f.name for f in (*fields, *extra) if f.name in have}
+    wanted = [by_id.get(f.id) for f in fields] + [by_id.get(f.id) for f in extra]
+    table = _read(pf, list(dict.fromkeys(n for n in wanted if n is not None)), uri)
+    rows = pf.metadata.num_rows
+    columns = [_column(table, by_id.get(f.id), f, rows) for f in fields]
+    columns += [_column(table, by_id.get(f.id), f, rows).alias(f"__eq{f.id}") for f in extra]
+    frame = pl.DataFrame(columns, height=rows) if columns else pl.DataFrame(height=rows)
+    return frame.with_columns(pl.int_range(0, rows, dtype=pl.Int64).alias(_POS))
+
+
+def positions_frame(data: bytes, uri: str) -> pl.DataFrame:
+    """A position delete file's (file_path, pos) rows."""
+    pf = _open(data, uri)
+    frame = pl.from_arrow(_read(pf, ["file_path", "pos"], uri))
+    assert isinstance(frame, pl.DataFrame)
+    return frame.with_columns(pl.col("pos").cast(pl.Int64))
+
+
+def positions_of(frame: pl.DataFrame, target: str) -> pl.Series:
+    """The deleted row positions of the data file ``target``."""
+    return frame.filter(pl.col("file_path") == target)["pos"]
+
+
+def equality_rows(data: bytes, uri: str, file: M.DataFile, fields: dict[int, Field]
+                  ) -> pl.DataFrame:
+    """An equality delete file's rows, its columns named ``__eq<id>``."""
+    pf = _open(data, uri)
+    by_id = _ids(pf.schema_arrow)
+    missing = [i for i in file.equality_ids if i not in by_id or i not in fields]
+    if missing:
+        raise ObjectFormatError(f"equality delete file lacks field ids {missing}", uri=uri)
+    table = _read(pf, [by_id[i] for i in file.equality_ids], uri)
+    rows = table.num_rows
+    return pl.DataFrame([_column(table, by_id[i], fields[i], rows).alias(f"__eq{i}")
+                         for i in file.equality_ids])
+
+
+def apply_deletes(frame: pl.DataFrame, deleted: Sequence[pl.Series],
+                  equalities: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """``frame`` less its deleted positions and its rows equal (null equal to null, as
+    Iceberg compares them) to a row of an equality delete file; helper columns dropped."""
+    if deleted:
+        gone = pl.concat(list(deleted)).unique()
+        frame = frame.filter(~pl.col(_POS).is_in(gone.implode()))
+    for eq in equalities:
+        frame = frame.join(eq.unique(), on=eq.columns, how="anti", nulls_equal=True)
+    return frame.drop([c for c in frame.columns if c == _POS or c.startswith("__eq")])
+

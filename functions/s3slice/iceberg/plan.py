@@ -1,0 +1,158 @@
+"""Planning a table scan from metadata alone: the snapshot's manifest list, its manifests
+pruned by their partition summaries, their data files pruned by partition values and then
+by column bounds and null counts, all against the query's predicate; and each data file's
+delete files (v2 position and equality deletes, by sequence number and partition)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from s3slice.iceberg import manifests as M
+from s3slice.iceberg import transforms as X
+from s3slice.iceberg import types as T
+from s3slice.iceberg.metadata import Schema, Snapshot, Spec, Table
+from s3slice.query import predicate as P
+
+#: Reads a whole file by its URI (typed errors naming it).
+Load = Callable[[str], bytes]
+#: Runs a function over items, in parallel, keeping their order.
+Run = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A data file to read, and the delete files that apply to it."""
+
+    file: M.DataFile
+    position_deletes: tuple[M.DataFile, ...]
+    equality_deletes: tuple[M.DataFile, ...]
+
+
+@dataclasses.dataclass
+class Plan:
+    table: Table
+    snapshot: Snapshot | None
+    schema: Schema
+    tasks: list[Task]
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def stats(self) -> dict[str, Any]:
+        return {"format_version": self.table.format_version,
+                "snapshot_id": None if self.snapshot is None else self.snapshot.snapshot_id,
+                **self.counts}
+
+
+def _summary_units(spec: Spec, types: dict[int, T.Type], summaries: Sequence[M.FieldSummary]
+                   ) -> dict[str, P.ColumnStats]:
+    unit: dict[str, P.ColumnStats] = {}
+    for pf, s in zip(spec.fields, summaries, strict=False):
+        source = types.get(pf.source_id)
+        if source is None or pf.transform == "void":
+            continue
+        rtype = X.result_type(pf.transform, source)
+        lo, hi = T.from_bytes(rtype, s.lower), T.from_bytes(rtype, s.upper)
+        if lo is None and hi is None and s.contains_null:  # only nulls
+            unit[X.key(pf)] = P.ColumnStats(num_rows=1, null_count=1)
+            continue
+        unit[X.key(pf)] = P.ColumnStats(num_rows=2, min=lo, max=hi,
+                                        null_count=1 if s.contains_null else 0,
+                                        dtype=T.polars_type(rtype))
+    return unit
+
+
+def _value_unit(spec: Spec, types: dict[int, T.Type], values: Sequence[Any]
+                ) -> dict[str, P.ColumnStats]:
+    unit: dict[str, P.ColumnStats] = {}
+    for pf, v in zip(spec.fields, values, strict=False):
+        source = types.get(pf.source_id)
+        if source is None or pf.transform == "void":
+            continue
+        rtype = X.result_type(pf.transform, source)
+        if rtype == "int" and hasattr(v, "toordinal"):  # a day, as fastavro gives it
+            v = (v - T.EPOCH).days
+        value = T.natural(rtype, v)
+        unit[X.key(pf)] = P.ColumnStats(num_rows=1, min=value, max=value,
+                                        null_count=int(value is None),
+                                        dtype=T.polars_type(rtype))
+    return unit
+
+
+def _bounds_unit(schema: Schema, columns: set[str], f: M.DataFile) -> dict[str, P.ColumnStats]:
+    unit: dict[str, P.ColumnStats] = {}
+    for name in columns:
+        field = schema.by_name().get(name)
+        if field is None or isinstance(field.type, dict):
+            continue
+        unit[name] = P.ColumnStats(
+            num_rows=f.record_count, min=T.from_bytes(field.type, f.lower.get(field.id)),
+            max=T.from_bytes(field.type, f.upper.get(field.id)),
+            null_count=f.null_counts.get(field.id), dtype=field.dtype)
+    return unit
+
+
+def plan(table: Table, snapshot: Snapshot | None, schema: Schema, predicate: P.Pred,
+         load: Load, run: Run) -> Plan:
+    counts = dict.fromkeys(("manifests", "manifests_read", "manifests_pruned",
+                            "data_files", "files_pruned_by_partition",
+                            "files_pruned_by_bounds", "bytes_pruned", "delete_files",
+                            "delete_files_applied"), 0)
+    result = Plan(table, snapshot, schema, [], counts)
+    if snapshot is None:
+        return result
+    manifests = M.read_manifest_list(load(snapshot.manifest_list), snapshot.manifest_list)
+    counts["manifests"] = len(manifests)
+    types = schema.types_by_id()
+    for s in table.schemas.values():  # a partition's source may be a dropped column
+        types = {**s.types_by_id(), **types}
+    projected = {sid: X.project(predicate, schema, spec.fields)
+                 for sid, spec in table.specs.items()}
+    keep = [m.content != M.DATA or m.partitions is None or m.spec_id not in table.specs
+            or P.may_match_each(projected[m.spec_id], [_summary_units(
+                table.specs[m.spec_id], types, m.partitions)])[0] for m in manifests]
+    counts["manifests_pruned"] = keep.count(False)
+    read = [m for m, k in zip(manifests, keep, strict=True) if k]
+    counts["manifests_read"] = len(read)
+    entries: list[list[M.DataFile]] = run(lambda m: M.read_manifest(load(m.path), m), read)
+    data = [f for m, fs in zip(read, entries, strict=True) if m.content == M.DATA for f in fs
+            if f.content == M.DATA]
+    deletes = [f for fs in entries for f in fs if f.content != M.DATA]
+    counts["data_files"] = len(data) + sum(m.added_files + m.existing_files
+                                           for m, k in zip(manifests, keep, strict=True)
+                                           if not k)
+    counts["delete_files"] = len(deletes)
+    by_partition = [f for f in data if f.spec_id not in table.specs or P.may_match_each(
+        projected[f.spec_id], [_value_unit(table.specs[f.spec_id], types, f.partition)])[0]]
+    counts["files_pruned_by_partition"] = len(data) - len(by_partition)
+    columns = P.columns_of(predicate)
+    fits = P.may_match_each(predicate, [_bounds_unit(schema, columns, f)
+                                        for f in by_partition]) if by_partition else []
+    kept = [f for f, k in zip(by_partition, fits, strict=True) if k]
+    counts["files_pruned_by_bounds"] = len(by_partition) - len(kept)
+    counts["bytes_pruned"] = sum(f.size for f in data) - sum(f.size for f in kept)
+    result.tasks = [_task(f, deletes, table) for f in kept]
+    counts["delete_files_applied"] = len({d.path for t in result.tasks
+                                          for d in (*t.position_deletes, *t.equality_deletes)})
+    return result
+
+
+_FILE_PATH_ID = 2147483546  # the file_path column of a position delete file
+
+
+def _task(f: M.DataFile, deletes: Sequence[M.DataFile], table: Table) -> Task:
+    positions, equalities = [], []
+    for d in deletes:
+        if d.content == M.POSITION_DELETES:
+            if d.sequence_number < f.sequence_number:
+                continue
+            lo, hi = d.lower.get(_FILE_PATH_ID), d.upper.get(_FILE_PATH_ID)
+            if lo is not None and lo == hi and lo != f.path.encode():
+                continue
+            positions.append(d)
+        elif d.sequence_number > f.sequence_number:
+            spec = table.specs.get(d.spec_id)
+            if spec is None or not spec.fields or (d.spec_id == f.spec_id
+                                                   and d.partition == f.partition):
+                equalities.append(d)
+    return Task(f, tuple(positions), tuple(equalities))

@@ -1,0 +1,275 @@
+"""Iceberg tables as a source, through the real handler on the local S3 server: tables
+written by pyiceberg (a SQL catalog on SQLite, its warehouse in the S3 server), answered
+exactly as pyiceberg's own scan of the same snapshot answers, with the SQL conformance
+suite's queries; pruning by partitions and column bounds proven by the requests the S3
+server saw."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import json
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from s3slice import S3SliceError
+from s3slice.__main__ import LambdaContext
+from s3slice._local_s3 import LOCAL_CREDENTIALS
+from s3slice.handler import lambda_handler
+from tests.functional.test_sql_conformance import CASES, Oracle
+from tests.support import S3Env
+
+pytestmark = pytest.mark.integration
+
+BUCKET = "iceberg-warehouse"
+N = 2_000
+
+
+def conformance_frame() -> pl.DataFrame:
+    """The SQL conformance suite's table (tests/functional/test_sql_conformance.py)."""
+    base = dt.datetime(2024, 1, 1)
+    return pl.DataFrame({
+        "id": list(range(N)),
+        "name": [None if i % 17 == 0 else f" {('Ada', 'bob', 'Cy', 'dora')[i % 4]}{i % 10} "
+                 for i in range(N)],
+        "amount": [round((i * 7.3) % 500, 2) for i in range(N)],
+        "qty": [None if i % 5 == 0 else i % 12 for i in range(N)],
+        "ts": [base + dt.timedelta(hours=7 * i) for i in range(N)],
+        "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in range(N)],
+        "price": [decimal.Decimal(i % 1000) / 100 for i in range(N)],
+        "quoted col": [i % 3 for i in range(N)],
+    }, schema_overrides={"price": pl.Decimal(10, 2)})
+
+
+@dataclasses.dataclass
+class Warehouse:
+    env: S3Env
+    catalog: Any
+    properties: dict[str, str]
+
+    def static(self, metadata: str) -> Any:
+        from pyiceberg.table import StaticTable
+
+        return StaticTable.from_metadata(metadata, properties=self.properties)
+
+
+@pytest.fixture(scope="module")
+def warehouse(s3_server: S3Env, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    s3_server.bucket(BUCKET)
+    props = {"s3.endpoint": s3_server.endpoint_url,
+             "s3.access-key-id": LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+             "s3.secret-access-key": LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+             "s3.region": LOCAL_CREDENTIALS["AWS_REGION"]}
+    db = tmp_path_factory.mktemp("catalog") / "catalog.db"
+    catalog = SqlCatalog("tests", uri=f"sqlite:///{db}", warehouse=f"s3://{BUCKET}/warehouse",
+                         **props)
+    catalog.create_namespace_if_not_exists("db")
+    return Warehouse(s3_server, catalog, props)
+
+
+def arrow_of(frame: pl.DataFrame) -> pa.Table:
+    return frame.to_arrow().cast(pa.schema([
+        pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+        for f in frame.to_arrow().schema]))
+
+
+@pytest.fixture(scope="module")
+def conformance(warehouse: Warehouse) -> Any:
+    """The conformance table, unpartitioned, written once: one data file."""
+    data = arrow_of(conformance_frame())
+    table = warehouse.catalog.create_table("db.conformance", schema=data.schema)
+    table.append(data)
+    return table
+
+
+@pytest.fixture(scope="module")
+def partitioned(warehouse: Warehouse) -> Any:
+    """The conformance table with hidden partitioning: identity("quoted col"), month(ts)
+    and bucket[2](id)."""
+    from pyiceberg.transforms import BucketTransform, IdentityTransform, MonthTransform
+
+    data = arrow_of(conformance_frame())
+    table = warehouse.catalog.create_table("db.partitioned", schema=data.schema)
+    with table.update_spec() as spec:
+        spec.add_field("quoted col", IdentityTransform(), "q")
+        spec.add_field("ts", MonthTransform(), "ts_month")
+        spec.add_field("id", BucketTransform(2), "id_bucket")
+    table.append(data)
+    return table
+
+
+@pytest.fixture(scope="module")
+def partitioned_rows(partitioned: Any) -> pl.DataFrame:
+    return pyiceberg_rows(partitioned)
+
+
+def invoke(event: Any) -> Any:
+    response = lambda_handler(event, LambdaContext())
+    json.dumps(response)
+    return response
+
+
+def fails(event: Any) -> S3SliceError:
+    with pytest.raises(S3SliceError) as info:
+        invoke(event)
+    return info.value
+
+
+def query(table_or_metadata: Any, sql: str, **source: Any) -> tuple[pl.DataFrame, dict[str, Any]]:
+    metadata = table_or_metadata if isinstance(table_or_metadata, str) else (
+        table_or_metadata.metadata_location)
+    response = invoke({"source": {"iceberg": metadata, **source}, "sql": sql,
+                       "return_rows": True})
+    assert response["status"] == "ok", response
+    return pl.DataFrame(response["rows"]), response["stats"]
+
+
+def same(got: pl.DataFrame, want: pl.DataFrame, *, ordered: bool) -> None:
+    assert got.columns == want.columns
+    if got.height == 0 and want.height == 0:
+        return
+    want = pl.DataFrame(json.loads(want.write_json()))  # as the inline rows show it
+    got = got.cast(want.schema)  # type: ignore[arg-type]
+    if not ordered:
+        got = got.sort(got.columns, nulls_last=True)
+        want = want.sort(want.columns, nulls_last=True)
+    assert got.to_dicts() == want.to_dicts()
+
+
+def pyiceberg_rows(table: Any, **scan: Any) -> pl.DataFrame:
+    """pyiceberg's own scan of the table (the oracle)."""
+    frame = pl.from_arrow(table.scan(**scan).to_arrow())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+APPLICABLE = [c for c in CASES if c[0] != "utcnow"]
+
+
+@pytest.mark.parametrize(("name", "sql", "expected"), APPLICABLE, ids=[c[0] for c in APPLICABLE])
+def test_conformance_query_equals_pyiceberg_scan(s3: S3Env, conformance: Any, name: str,
+                                                 sql: str, expected: Oracle) -> None:
+    got, stats = query(conformance, sql)
+    want = expected(pyiceberg_rows(conformance))
+    same(got, want, ordered="ORDER BY" in sql or "LIMIT" in sql)
+    assert stats["iceberg"]["data_files"] == 1
+
+
+UNORDERED = [c for c in APPLICABLE if "LIMIT" not in c[1]]
+
+
+@pytest.mark.parametrize(("name", "sql", "expected"), UNORDERED, ids=[c[0] for c in UNORDERED])
+def test_conformance_query_on_hidden_partitions(s3: S3Env, partitioned: Any,
+                                               partitioned_rows: pl.DataFrame, name: str,
+                                               sql: str, expected: Oracle) -> None:
+    got, _ = query(partitioned, sql)
+    want = expected(partitioned_rows)
+    same(got, want, ordered="ORDER BY" in sql)
+
+
+def data_gets(env: S3Env) -> list[str]:
+    return [r.path for r in env.log.gets() if r.path.endswith(".parquet")]
+
+
+def test_a_partition_the_predicate_rules_out_opens_none_of_its_files(
+        s3: S3Env, partitioned: Any, partitioned_rows: pl.DataFrame) -> None:
+    sql = "SELECT id, ts FROM s3object WHERE ts >= TIMESTAMP '2024-03-01 00:00:00' " \
+          "AND ts < TIMESTAMP '2024-03-03 00:00:00' AND \"quoted col\" = 1"
+    got, stats = query(partitioned, sql)
+    opened = data_gets(s3)
+    want = partitioned_rows.filter((pl.col("ts") >= dt.datetime(2024, 3, 1))
+                        & (pl.col("ts") < dt.datetime(2024, 3, 3))
+                        & (pl.col("quoted col") == 1)).select("id", "ts")
+    same(got, want, ordered=False)
+    assert want.height > 0
+    files = partitioned.inspect.files()
+    matching = [p for p, part in zip(files["file_path"].to_pylist(),
+                                     files["partition"].to_pylist(), strict=True)
+                if part["q"] == 1 and part["ts_month"] == (2024 - 1970) * 12 + 2]
+    # Every file opened is of the one partition the predicate allows (its column bounds
+    # may rule out some of those too); none of the others is opened.
+    names = {p.rpartition("/")[2] for p in matching}
+    assert opened and {p.rpartition("/")[2] for p in opened} <= names
+    table = stats["iceberg"]
+    assert table["files_pruned_by_partition"] == len(files) - len(matching)
+    assert stats["objects"] == len(opened) == len(matching) - table["files_pruned_by_bounds"]
+
+
+def test_a_column_bound_prunes_files_the_partitions_keep(s3: S3Env, partitioned: Any) -> None:
+    # id is bucketed: a range of ids is ruled out by each file's bounds, not its partition.
+    got, stats = query(partitioned, "SELECT id FROM s3object WHERE id BETWEEN 10 AND 12")
+    assert sorted(got["id"].to_list()) == [10, 11, 12]
+    opened = data_gets(s3)
+    table = stats["iceberg"]
+    assert table["files_pruned_by_bounds"] > 0
+    files = partitioned.inspect.files()
+    assert len(opened) == len(files) - table["files_pruned_by_bounds"] - table[
+        "files_pruned_by_partition"] == stats["objects"]
+    assert table["bytes_pruned"] > 0
+
+
+def test_missing_metadata_file_is_typed_and_named(s3: S3Env, warehouse: Warehouse) -> None:
+    uri = f"s3://{BUCKET}/warehouse/db/none/metadata/v9.metadata.json"
+    error = fails({"source": {"iceberg": uri}, "sql": "SELECT * FROM s3object"})
+    assert type(error).__name__ == "ObjectNotFoundError" and uri in str(error)
+
+
+def put(env: S3Env, key: str, body: bytes) -> str:
+    env.client.put_object(Bucket=BUCKET, Key=key, Body=body)
+    return f"s3://{BUCKET}/{key}"
+
+
+def test_corrupt_metadata_and_v3_are_refused_by_name(s3: S3Env, conformance: Any) -> None:
+    uri = put(s3, "bad/metadata/v1.metadata.json", b"{not json")
+    error = fails({"source": {"iceberg": uri}, "sql": "SELECT * FROM s3object"})
+    assert type(error).__name__ == "ObjectFormatError" and uri in str(error)
+    raw = json.loads(s3.get(conformance.metadata_location))
+    raw["format-version"] = 3
+    uri = put(s3, "v3/metadata/v1.metadata.json", json.dumps(raw).encode())
+    error = fails({"source": {"iceberg": uri}, "sql": "SELECT * FROM s3object"})
+    assert type(error).__name__ == "ObjectFormatError", error
+    assert "format version 3" in str(error) and uri in str(error)
+    assert not data_gets(s3)
+
+
+def _copy_table(env: S3Env, metadata: str, damage: str) -> tuple[str, str]:
+    """A copy of a table's metadata whose manifest list (``damage="list"``), first manifest
+    or first data file is missing; the URI of the new metadata and of the missing file."""
+    raw = json.loads(env.get(metadata))
+    snapshot = next(s for s in raw["snapshots"] if s["snapshot-id"] == raw["current-snapshot-id"])
+    if damage == "list":
+        missing = snapshot["manifest-list"] + ".missing"
+        snapshot["manifest-list"] = missing
+    else:
+        import io
+
+        import fastavro
+
+        listing = list(fastavro.reader(io.BytesIO(env.get(snapshot["manifest-list"]))))
+        manifest = listing[0]["manifest_path"]
+        if damage == "manifest":
+            missing = manifest
+            env.client.delete_object(Bucket=BUCKET, Key=manifest.partition(f"{BUCKET}/")[2])
+        else:
+            entries = list(fastavro.reader(io.BytesIO(env.get(manifest))))
+            missing = entries[0]["data_file"]["file_path"]
+            env.client.delete_object(Bucket=BUCKET, Key=missing.partition(f"{BUCKET}/")[2])
+    uri = put(env, f"damaged-{damage}/metadata/v1.metadata.json", json.dumps(raw).encode())
+    return uri, missing
+
+
+@pytest.mark.parametrize("damage", ["list", "manifest", "data"])
+def test_a_missing_manifest_list_manifest_or_data_file_is_named(
+        s3: S3Env, warehouse: Warehouse, damage: str) -> None:
+    data = arrow_of(conformance_frame().head(50))
+    table = warehouse.catalog.create_table(f"db.damaged_{damage}", schema=data.schema)
+    table.append(data)
+    uri, missing = _copy_table(s3, table.metadata_location, damage)
+    error = fails({"source": {"iceberg": uri}, "sql": "SELECT * FROM s3object"})
+    assert type(error).__name__ == "ObjectNotFoundError" and missing in str(error)
