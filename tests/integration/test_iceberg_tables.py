@@ -127,14 +127,15 @@ def query(table_or_metadata: Any, sql: str, **source: Any) -> tuple[pl.DataFrame
     response = invoke({"source": {"iceberg": metadata, **source}, "sql": sql,
                        "return_rows": True})
     assert response["status"] == "ok", response
-    return pl.DataFrame(response["rows"]), response["stats"]
+    return pl.DataFrame(response["rows"], infer_schema_length=None), response["stats"]
 
 
 def same(got: pl.DataFrame, want: pl.DataFrame, *, ordered: bool) -> None:
     assert got.columns == want.columns
     if got.height == 0 and want.height == 0:
         return
-    want = pl.DataFrame(json.loads(want.write_json()))  # as the inline rows show it
+    want = pl.DataFrame(json.loads(want.write_json()),  # as the inline rows show it
+                        infer_schema_length=None)
     got = got.cast(want.schema)  # type: ignore[arg-type]
     if not ordered:
         got = got.sort(got.columns, nulls_last=True)

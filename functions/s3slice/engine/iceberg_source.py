@@ -135,7 +135,7 @@ def read_table(engine: Engine, request: Request, source: TableSource, *,
     with timings.phase("execute"), _query_failure():
         frames: Sequence[pl.DataFrame] = [r.frame for r in results] or [collect(
             analysis.prefilter(pl.DataFrame(schema=schema.polars()).select(names).lazy()))]
-        combined = pl.concat(frames, how="vertical_relaxed")
+        combined = pl.concat(frames, how="vertical_relaxed", rechunk=True)
         frame = collect((finish or analysis.finish)(combined.lazy()))
     counts = p.counts
     stats, tiers = engine._stats(
