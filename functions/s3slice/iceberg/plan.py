@@ -141,10 +141,15 @@ _FILE_PATH_ID = 2147483546  # the file_path column of a position delete file
 
 
 def _task(f: M.DataFile, deletes: Sequence[M.DataFile], table: Table) -> Task:
+    """The spec's rule: a position delete file applies to the data files of its partition
+    (spec and values) of a data sequence number at most its own; an equality delete file
+    to those of a lower one, in its partition or everywhere when its spec is
+    unpartitioned."""
     positions, equalities = [], []
     for d in deletes:
         if d.content == M.POSITION_DELETES:
-            if d.sequence_number < f.sequence_number:
+            if d.sequence_number < f.sequence_number or (d.spec_id, d.partition) != (
+                    f.spec_id, f.partition):
                 continue
             lo, hi = d.lower.get(_FILE_PATH_ID), d.upper.get(_FILE_PATH_ID)
             if lo is not None and lo == hi and lo != f.path.encode():
