@@ -126,6 +126,8 @@ def parse_metadata(data: bytes, uri: str) -> Table:
         else:  # v1 may have one schema only
             one = _schema(raw["schema"])
             schemas, current = {one.schema_id: one}, one.schema_id
+        if current not in schemas:
+            raise ValueError(f"the current schema {current} is not among its schemas")
         if "partition-specs" in raw:
             specs = {int(s["spec-id"]): _spec(s["fields"], int(s["spec-id"]))
                      for s in raw["partition-specs"]}
