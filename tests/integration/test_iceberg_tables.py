@@ -6,6 +6,7 @@ server saw."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import decimal
@@ -122,7 +123,7 @@ def fails(event: Any) -> S3SliceError:
 
 
 def query(table_or_metadata: Any, sql: str, **source: Any) -> tuple[pl.DataFrame, dict[str, Any]]:
-    metadata = table_or_metadata if isinstance(table_or_metadata, str) else (
+    metadata = table_or_metadata if isinstance(table_or_metadata, str | dict) else (
         table_or_metadata.metadata_location)
     response = invoke({"source": {"iceberg": metadata, **source}, "sql": sql,
                        "return_rows": True})
@@ -274,3 +275,51 @@ def test_a_missing_manifest_list_manifest_or_data_file_is_named(
     uri, missing = _copy_table(s3, table.metadata_location, damage)
     error = fails({"source": {"iceberg": uri}, "sql": "SELECT * FROM s3object"})
     assert type(error).__name__ == "ObjectNotFoundError" and missing in str(error)
+
+
+@pytest.mark.parametrize("damage", ["manifest", "data"])
+def test_a_corrupt_manifest_or_data_file_is_named(s3: S3Env, warehouse: Warehouse,
+                                                  damage: str) -> None:
+    import io
+
+    import fastavro
+
+    data = arrow_of(conformance_frame().head(50))
+    table = warehouse.catalog.create_table(f"db.corrupt_{damage}", schema=data.schema)
+    table.append(data)
+    snapshot = table.metadata.current_snapshot()
+    manifest = next(iter(fastavro.reader(io.BytesIO(s3.get(snapshot.manifest_list)))))
+    path = manifest["manifest_path"]  # type: ignore[index, call-overload]
+    if damage == "data":
+        entry = next(iter(fastavro.reader(io.BytesIO(s3.get(path)))))
+        path = entry["data_file"]["file_path"]  # type: ignore[index, call-overload]
+    put(s3, path.partition(f"{BUCKET}/")[2], b"PAR1 this is not what it claims to be")
+    error = fails({"source": {"iceberg": table.metadata_location},
+                   "sql": "SELECT COUNT(*) AS n FROM s3object"})
+    assert type(error).__name__ == "ObjectFormatError" and path in str(error), error
+
+
+def test_a_glue_table_is_read_through_its_metadata_location(
+        s3: S3Env, conformance: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_GLUE", s3.endpoint_url)
+    glue = boto3.client("glue", endpoint_url=s3.endpoint_url,
+                        region_name=LOCAL_CREDENTIALS["AWS_REGION"])
+    with contextlib.suppress(glue.exceptions.AlreadyExistsException):
+        glue.create_database(DatabaseInput={"Name": "gluedb"})
+    glue.create_table(DatabaseName="gluedb", TableInput={
+        "Name": "conformance", "TableType": "EXTERNAL_TABLE",
+        "Parameters": {"table_type": "ICEBERG",
+                       "metadata_location": conformance.metadata_location}})
+    glue.create_table(DatabaseName="gluedb", TableInput={
+        "Name": "plain", "Parameters": {"classification": "parquet"}})
+    sql = "SELECT qty, COUNT(*) AS n FROM s3object GROUP BY qty"
+    got, stats = query({"glue": "gluedb.conformance"}, sql)  # type: ignore[arg-type]
+    same(got, pl.SQLContext(s3object=pyiceberg_rows(conformance)).execute(sql, eager=True),
+         ordered=False)
+    assert stats["iceberg"]["snapshot_id"] == conformance.metadata.current_snapshot_id
+    error = fails({"source": {"iceberg": {"glue": "gluedb.missing"}}, "sql": sql})
+    assert type(error).__name__ == "ObjectNotFoundError" and "glue://gluedb.missing" in str(error)
+    error = fails({"source": {"iceberg": {"glue": "gluedb.plain"}}, "sql": sql})
+    assert type(error).__name__ == "ObjectFormatError" and "not an Iceberg table" in str(error)

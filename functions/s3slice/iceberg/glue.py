@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from s3slice._errors import AccessDeniedError, ObjectFormatError, ObjectNotFoundError
@@ -15,7 +16,9 @@ def metadata_location(name: str, client: Any = None) -> str:
     if client is None:
         import boto3
 
-        client = boto3.client("glue")
+        # Lambda sets AWS_REGION (boto3 itself reads only AWS_DEFAULT_REGION).
+        client = boto3.client("glue", region_name=os.environ.get("AWS_REGION")
+                              or os.environ.get("AWS_DEFAULT_REGION"))
     try:
         found = client.get_table(DatabaseName=database, Name=table)["Table"]
     except Exception as e:
