@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 from collections.abc import Mapping
 
 from s3slice._errors import RequestError
@@ -30,6 +31,9 @@ class TableSource:
     glue: str | None = None
     snapshot_id: int | None = None
     as_of_ms: int | None = None
+    #: Only these data files of the snapshot (a Distributed Map batch of its planned
+    #: files, with the delete files that apply to them); all when empty.
+    files: tuple[str, ...] = ()
 
     @property
     def table(self) -> str:
@@ -38,10 +42,17 @@ class TableSource:
 
     @property
     def uri(self) -> str:
-        """The table and its snapshot (two snapshots never share an output)."""
+        """The table, its snapshot and its files (two snapshots, or two batches of files,
+        never share an output)."""
+        uri = self.table
         if self.snapshot_id is not None:
-            return f"{self.table}@snapshot_id={self.snapshot_id}"
-        return self.table if self.as_of_ms is None else f"{self.table}@as_of={self.as_of_ms}"
+            uri = f"{uri}@snapshot_id={self.snapshot_id}"
+        elif self.as_of_ms is not None:
+            uri = f"{uri}@as_of={self.as_of_ms}"
+        if self.files:
+            digest = hashlib.sha256("\n".join(sorted(self.files)).encode()).hexdigest()[:16]
+            uri = f"{uri}#files={digest}"
+        return uri
 
     # A table is read whole: for the recursion guard its directory is its "prefix".
     is_glob = False

@@ -72,7 +72,21 @@ def plan_table(engine: Engine, source: TableSource, analysis: Analysis) -> Plan:
     snapshot, schema = metadata.select(table, snapshot_id=source.snapshot_id,
                                        as_of_ms=source.as_of_ms)
     return plan(table, snapshot, schema, analysis.predicate, load,
-                functools.partial(_run, engine))
+                functools.partial(_run, engine), only=frozenset(source.files))
+
+
+def plan_items(engine: Engine, source: TableSource, request: Request
+               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A Distributed Map's items for ``source`` (each a data file the plan kept, with
+    the exact snapshot it belongs to, so every batch reads the same one) and the plan's
+    stats (files and bytes pruned by metadata)."""
+    p = plan_table(engine, source, analyze(request.query))
+    snapshot = None if p.snapshot is None else p.snapshot.snapshot_id
+    items = [{"iceberg": source.table if source.glue is None else p.table.uri,
+              "snapshot_id": snapshot, "file": t.file.path, "size": t.file.size,
+              "deletes": len(t.position_deletes) + len(t.equality_deletes)}
+             for t in p.tasks]
+    return items, p.stats()
 
 
 def _run(engine: Engine, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:

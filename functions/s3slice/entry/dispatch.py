@@ -20,7 +20,7 @@ from s3slice._output import run
 from s3slice._settings import Settings
 from s3slice.engine.engine import Engine
 from s3slice.entry import events as _events
-from s3slice.entry import workflow
+from s3slice.entry import tables, workflow
 from s3slice.entry.batches import run_objects, sqs, step_functions
 from s3slice.entry.config import Config
 from s3slice.entry.observe import logger, record_error, record_stats, tracing
@@ -156,4 +156,6 @@ ROUTES: dict[_events.Kind, Route] = {
     "s3-select": _select,
     "reduce": _reduce,
     "check": _check,
+    "table-plan": tables.plan_table,
+    "table-batch": tables.table_batch,
 }

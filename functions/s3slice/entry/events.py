@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 Kind = Literal["direct", "s3", "eventbridge", "sqs", "sfn-batch", "sfn-item", "s3-test",
-               "s3-select", "reduce", "check"]
+               "s3-select", "reduce", "check", "table-plan", "table-batch"]
 
 
 
@@ -64,8 +64,12 @@ def classify(event: object) -> Kind:
         return "reduce"
     if "Check" in event:
         return "check"
+    if "PlanTable" in event:  # an Iceberg table's files as the map's items
+        return "table-plan"
     if "Items" in event:
-        return "sfn-batch"
+        items = event["Items"]
+        table = isinstance(items, list) and items and isinstance(items[0], Mapping)
+        return "table-batch" if table and "iceberg" in items[0] else "sfn-batch"
     if "Item" in event:
         return "sfn-item"
     return "direct"

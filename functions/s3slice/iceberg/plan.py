@@ -93,7 +93,8 @@ def _bounds_unit(schema: Schema, columns: set[str], f: M.DataFile) -> dict[str, 
 
 
 def plan(table: Table, snapshot: Snapshot | None, schema: Schema, predicate: P.Pred,
-         load: Load, run: Run) -> Plan:
+         load: Load, run: Run, *, only: frozenset[str] = frozenset()) -> Plan:
+    """The scan; with ``only``, of those data files alone (a map batch's)."""
     counts = dict.fromkeys(("manifests", "manifests_read", "manifests_pruned",
                             "data_files", "files_pruned_by_partition",
                             "files_pruned_by_bounds", "bytes_pruned", "delete_files",
@@ -116,11 +117,10 @@ def plan(table: Table, snapshot: Snapshot | None, schema: Schema, predicate: P.P
     counts["manifests_read"] = len(read)
     entries: list[list[M.DataFile]] = run(lambda m: M.read_manifest(load(m.path), m), read)
     data = [f for m, fs in zip(read, entries, strict=True) if m.content == M.DATA for f in fs
-            if f.content == M.DATA]
+            if f.content == M.DATA and (not only or f.path in only)]
     deletes = [f for fs in entries for f in fs if f.content != M.DATA]
-    counts["data_files"] = len(data) + sum(m.added_files + m.existing_files
-                                           for m, k in zip(manifests, keep, strict=True)
-                                           if not k)
+    counts["data_files"] = len(data) + (0 if only else sum(
+        m.added_files + m.existing_files for m, k in zip(manifests, keep, strict=True) if not k))
     counts["delete_files"] = len(deletes)
     by_partition = [f for f in data if f.spec_id not in table.specs or P.may_match_each(
         projected[f.spec_id], [_value_unit(table.specs[f.spec_id], types, f.partition)])[0]]
