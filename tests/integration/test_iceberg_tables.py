@@ -323,3 +323,37 @@ def test_a_glue_table_is_read_through_its_metadata_location(
     assert type(error).__name__ == "ObjectNotFoundError" and "glue://gluedb.missing" in str(error)
     error = fails({"source": {"iceberg": {"glue": "gluedb.plain"}}, "sql": sql})
     assert type(error).__name__ == "ObjectFormatError" and "not an Iceberg table" in str(error)
+
+
+def test_a_large_data_file_is_read_by_its_needed_row_groups_and_columns(
+        s3: S3Env, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    from s3slice.engine import iceberg_source
+
+    n = 40_000
+    data = arrow_of(pl.DataFrame({"id": list(range(n)), "x": [i * 0.25 for i in range(n)],
+                                  "text": [f"row {i} " * 4 for i in range(n)]}))
+    table = warehouse.catalog.create_table(
+        "db.large", schema=data.schema, properties={"write.parquet.row-group-limit": "5000"})
+    table.append(data)
+    [path] = table.inspect.files()["file_path"].to_pylist()
+    size = len(s3.get(path))
+    s3.log.clear()
+    monkeypatch.setattr(iceberg_source, "FIRST_GET", 16 * 1024)  # the file is larger
+    got, stats = query(table, "SELECT id, x FROM s3object WHERE id BETWEEN 12000 AND 12010")
+    key = path.partition("//")[2]
+    fetched = sum(r.body_bytes for r in s3.log.gets() if r.path.lstrip("/") == key)
+    want = pyiceberg_rows(table).filter(pl.col("id").is_between(12000, 12010)).select("id", "x")
+    same(got, want, ordered=False)
+    assert stats["row_groups"] == 8 and stats["row_groups_read"] == 1
+    # the first GET (the footer), then the id and x chunks of the one row group kept (the
+    # reads are buffered: at most 8 KiB past each chunk)
+    import io
+
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(io.BytesIO(s3.get(path))).metadata
+    group = md.row_group(2)  # ids 10000..14999
+    chunks = sum(group.column(i).total_compressed_size for i in range(group.num_columns)
+                 if group.column(i).path_in_schema in ("id", "x"))
+    assert 16 * 1024 + chunks <= fetched <= 16 * 1024 + chunks + 2 * 8192, (fetched, chunks)
+    assert fetched < size / 2

@@ -29,7 +29,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "parquet": ("_arrow", "_errors", "_model", "_ranges", "_read", "_settings", "fetch",
                 "query"),
     "text": ("_errors", "_model", "_ranges", "_read", "_settings", "fetch", "query"),
-    "iceberg": ("_errors", "query"),
+    "iceberg": ("_errors", "parquet", "query"),
     "engine": ("_cost", "_errors", "_model", "_read", "_settings", "_table", "fetch",
                "iceberg", "parquet", "query", "text"),
     "_spool": ("_errors", "fetch"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,27 +39,78 @@ def table_of(request: Request) -> TableSource | None:
     return sources[0] if len(sources) == 1 and isinstance(sources[0], TableSource) else None
 
 
-def loader(engine: Engine) -> Load:
-    def load(uri: str) -> bytes:
-        scheme = next((s for s in _SCHEMES if uri.startswith(s)), None)
-        if scheme is None:
-            raise ObjectFormatError("only files in S3 (s3://) are read", uri=uri)
-        bucket, _, key = uri[len(scheme):].partition("/")
-        obj = ObjectRef(bucket=bucket, key=key)
+class Remote(io.RawIOBase):
+    """A file in S3 as pyarrow reads it: the last bytes (the footer) from the first GET,
+    any other range fetched when it is read (only the column chunks a read needs)."""
+
+    def __init__(self, engine: Engine, obj: ObjectRef, size: int, etag: str | None,
+                 tail: bytes) -> None:
+        self.engine, self.obj, self.size, self.etag, self.tail = engine, obj, size, etag, tail
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else (
+            self.size + offset)
+        return self.pos
+
+    def readinto(self, b: Any) -> int:
+        end = min(self.size, self.pos + len(b))
+        if end <= self.pos:
+            return 0
+        held = self.size - len(self.tail)
+        if self.pos >= held:
+            data = self.tail[self.pos - held:end - held]
+        else:
+            out = bytearray(end - self.pos)
+
+            def sink(at: int, part: memoryview) -> None:
+                out[at - self.pos:at - self.pos + len(part)] = part
+            self.engine.io.fetch(dataclasses.replace(self.obj, size=self.size),
+                                 [(self.pos, end)], self.etag, sink)
+            data = bytes(out)
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+def _location(uri: str) -> ObjectRef:
+    scheme = next((s for s in _SCHEMES if uri.startswith(s)), None)
+    if scheme is None:
+        raise ObjectFormatError("only files in S3 (s3://) are read", uri=uri)
+    bucket, _, key = uri[len(scheme):].partition("/")
+    return ObjectRef(bucket=bucket, key=key)
+
+
+def opener(engine: Engine) -> Callable[[str], bytes | Remote]:
+    """A file's bytes when the first GET holds it whole, else a :class:`Remote`."""
+    def open_(uri: str) -> bytes | Remote:
+        obj = _location(uri)
         engine.deadline()
         tail = engine.fetcher.get_tail(obj, FIRST_GET)
         assert tail is not None
         if tail.size <= len(tail.data):
             whole: bytes = tail.data
             return whole
-        buf = bytearray(tail.size)
-        buf[tail.size - len(tail.data):] = tail.data
+        return Remote(engine, obj, tail.size, tail.etag, tail.data)
+    return open_
 
-        def sink(at: int, part: memoryview) -> None:
-            buf[at:at + len(part)] = part
-        engine.io.fetch(dataclasses.replace(obj, size=tail.size),
-                        [(0, tail.size - len(tail.data))], tail.etag, sink)
-        return bytes(buf)
+
+def loader(engine: Engine) -> Load:
+    """A file's bytes, whole (metadata, manifests, delete files)."""
+    open_ = opener(engine)
+
+    def load(uri: str) -> bytes:
+        found = open_(uri)
+        return found if isinstance(found, bytes) else found.read()
     return load
 
 
@@ -124,14 +176,18 @@ def read_table(engine: Engine, request: Request, source: TableSource, *,
     fields: dict[int, Field] = {}
     for s in (*p.table.schemas.values(), schema):
         fields.update(s.by_id())
-    load = loader(engine)
+    load, open_ = loader(engine), opener(engine)
     deletes = _deletes(engine, p, fields, load)
 
     def one(task: Task) -> ObjectResult:
         extra = sorted({i for d in task.equality_deletes for i in d.equality_ids})
-        data = load(task.file.path)
+        data = open_(task.file.path)
+        size = len(data) if isinstance(data, bytes) else data.size
         with timings.phase("execute"):
-            frame = D.read_rows(data, task.file.path, schema, names, [fields[i] for i in extra])
+            source = data if isinstance(data, bytes) else io.BufferedReader(data)
+            frame, groups, read = D.read_rows(
+                source, task.file.path, schema, names, [fields[i] for i in extra],
+                analysis.predicate, None if isinstance(data, bytes) else D.footer(data.tail))
             frame = D.apply_deletes(
                 frame, [D.positions_of(deletes[d.path], task.file.path)
                         for d in task.position_deletes],
@@ -140,9 +196,9 @@ def read_table(engine: Engine, request: Request, source: TableSource, *,
             with _query_failure():
                 frame = collect(analysis.prefilter(frame.lazy()))
         bucket, _, key = task.file.path.partition("://")[2].partition("/")
-        return ObjectResult(obj=ObjectRef(bucket=bucket, key=key, size=len(data)), frame=frame,
-                            size=len(data), row_groups=0, row_groups_read=0, rows_in=rows_in,
-                            needed_bytes=len(data), strategy="iceberg", inputs={})
+        return ObjectResult(obj=ObjectRef(bucket=bucket, key=key, size=size), frame=frame,
+                            size=size, row_groups=groups, row_groups_read=read, rows_in=rows_in,
+                            needed_bytes=size, strategy="iceberg", inputs={})
 
     results: list[ObjectResult] = _run(engine, one, p.tasks)
     engine.deadline()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import IO
 
 import polars as pl
 import pyarrow as pa
@@ -14,6 +15,8 @@ import pyarrow.parquet as pq
 from s3slice._errors import ObjectFormatError
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg.metadata import Field, Schema
+from s3slice.parquet.plan import polars_types, row_group_stats
+from s3slice.query import predicate as P
 
 _FIELD_ID = b"PARQUET:field_id"
 _POS = "__s3slice_pos"
@@ -29,9 +32,23 @@ def _ids(schema: pa.Schema) -> dict[int, str]:
     return out
 
 
-def _open(data: bytes, uri: str) -> pq.ParquetFile:
+def footer(tail: bytes) -> pq.FileMetaData | None:
+    """A file's footer from its last bytes, when they hold it whole (pyarrow would read
+    64 KiB from the end for it)."""
+    size = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else len(tail)
+    if tail[-4:] != b"PAR1" or size + 8 > len(tail):
+        return None
     try:
-        return pq.ParquetFile(io.BytesIO(data))
+        return pq.read_metadata(io.BytesIO(tail))
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+
+def _open(source: bytes | IO[bytes], uri: str, metadata: pq.FileMetaData | None = None
+          ) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(io.BytesIO(source) if isinstance(source, bytes) else source,
+                              metadata=metadata)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise ObjectFormatError(f"not a readable Parquet file: {e}", uri=uri) from None
 
@@ -55,23 +72,58 @@ def _column(table: pa.Table, name: str | None, field: Field, rows: int) -> pl.Se
     return series.cast(dtype)
 
 
-def read_rows(data: bytes, uri: str, schema: Schema, names: Sequence[str],
-              extra: Sequence[Field] = ()) -> pl.DataFrame:
+def _kept_groups(pf: pq.ParquetFile, predicate: P.Pred, file_names: dict[str, str | None],
+                 rows_of: Sequence[int]) -> list[int]:
+    """The row groups whose statistics may hold a row ``predicate`` matches (the columns
+    by their table names; one the file lacks is null throughout it)."""
+    md = pf.metadata
+    columns = P.columns_of(predicate)
+    wanted = {name: c for c in columns if (name := file_names.get(c)) is not None}
+    types = polars_types(pf.schema_arrow)
+    units = []
+    for g in range(md.num_row_groups):
+        found = row_group_stats(md, g, wanted, types)
+        unit = {wanted[k]: v for k, v in found.items()}
+        unit.update({c: P.ColumnStats(num_rows=rows_of[g], null_count=rows_of[g])
+                     for c in columns if c in file_names and file_names[c] is None})
+        units.append(unit)
+    return [g for g, keep in enumerate(P.may_match_each(predicate, units)) if keep]
+
+
+def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequence[str],
+              extra: Sequence[Field] = (), predicate: P.Pred = P.TRUE,
+              metadata: pq.FileMetaData | None = None) -> tuple[pl.DataFrame, int, int]:
     """The file's rows as ``names`` of ``schema`` (and ``extra`` fields, for equality
-    deletes, named ``__eq<id>``), with a row position column."""
-    pf = _open(data, uri)
+    deletes, named ``__eq<id>``), with each row's position in the file; only the row groups
+    whose statistics may match ``predicate`` (positions stay the file's). Also the number
+    of row groups, and of those read."""
+    pf = _open(source, uri, metadata)
     by_id = _ids(pf.schema_arrow)
     fields = [schema.by_name()[n] for n in names]
     if not by_id:  # no field ids: a file written without them is mapped by name
         have = set(pf.schema_arrow.names)
-        by_id = {f.id: f.name for f in (*fields, *extra) if f.name in have}
-    wanted = [by_id.get(f.id) for f in fields] + [by_id.get(f.id) for f in extra]
-    table = _read(pf, list(dict.fromkeys(n for n in wanted if n is not None)), uri)
-    rows = pf.metadata.num_rows
+        by_id = {f.id: f.name for f in (*schema.fields, *extra) if f.name in have}
+    md = pf.metadata
+    rows_of = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+    groups = list(range(md.num_row_groups))
+    if predicate is not P.TRUE and groups:
+        file_names = {f.name: by_id.get(f.id) for f in schema.fields}
+        groups = _kept_groups(pf, predicate, file_names, rows_of)
+    wanted = list(dict.fromkeys(n for f in (*fields, *extra) if (n := by_id.get(f.id))))
+    try:
+        table = (pf.read_row_groups(groups, columns=wanted) if groups
+                 else pf.schema_arrow.empty_table().select(wanted))
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise ObjectFormatError(f"unreadable: {e}", uri=uri) from None
+    rows = table.num_rows
     columns = [_column(table, by_id.get(f.id), f, rows) for f in fields]
     columns += [_column(table, by_id.get(f.id), f, rows).alias(f"__eq{f.id}") for f in extra]
     frame = pl.DataFrame(columns, height=rows) if columns else pl.DataFrame(height=rows)
-    return frame.with_columns(pl.int_range(0, rows, dtype=pl.Int64).alias(_POS))
+    starts = [sum(rows_of[:g]) for g in groups]
+    positions = pl.concat([pl.int_range(s, s + rows_of[g], dtype=pl.Int64, eager=True)
+                           for s, g in zip(starts, groups, strict=True)]) if groups else (
+        pl.Series([], dtype=pl.Int64))
+    return frame.with_columns(positions.alias(_POS)), md.num_row_groups, len(groups)
 
 
 def positions_frame(data: bytes, uri: str) -> pl.DataFrame:
