@@ -130,3 +130,16 @@ def test_a_batch_of_two_snapshots_is_refused(results: S3Env, partitioned: Any) -
     error = fails({"Items": items, "BatchInput": {"query": {"sql": "SELECT * FROM s3object"},
                                                   "output": OUTPUT, "run": "r"}})
     assert type(error).__name__ == "RequestError" and "one table snapshot" in str(error)
+
+
+def test_a_plan_that_keeps_no_file_still_reduces_to_the_answer(
+        results: S3Env, partitioned: Any) -> None:
+    sql = "SELECT COUNT(*) AS n, SUM(qty) AS s FROM s3object WHERE id < 0"
+    planned, answers = fan_out(results, partitioned.metadata_location, sql, "empty-run")
+    assert planned["items"]["count"] == 1 and len(answers) == 1
+    response = invoke({"Reduce": {"run": "empty-run", "query": {"sql": sql},
+                                  "output": OUTPUT, "batches": 1}})
+    got = pl.read_parquet(results.get(response["outputs"][0]["uri"]))
+    direct = invoke({"source": {"iceberg": partitioned.metadata_location}, "sql": sql,
+                     "return_rows": True})
+    assert got.to_dicts() == direct["rows"] == [{"n": 0, "s": None}]

@@ -138,6 +138,9 @@ def plan_items(engine: Engine, source: TableSource, request: Request
               "snapshot_id": snapshot, "file": t.file.path, "size": t.file.size,
               "deletes": len(t.position_deletes) + len(t.equality_deletes)}
              for t in p.tasks]
+    if not items:  # one batch of no file: the answer over no rows (a count of 0)
+        items = [{"iceberg": source.table if source.glue is None else p.table.uri,
+                  "snapshot_id": snapshot, "file": "", "size": 0, "deletes": 0}]
     return items, p.stats()
 
 

@@ -70,7 +70,7 @@ def _source(items: object) -> TableSource:
         raise RequestError(f"a batch reads one table snapshot, got {len(tables)}",
                            field="Items")
     files = [i.get("file") for i in items]
-    if not all(isinstance(f, str) and f for f in files):
+    if not all(isinstance(f, str) for f in files):  # "": no file (a plan that kept none)
         raise RequestError("every table item names its data file", field="Items")
     [(metadata, snapshot)] = tables
     base = parse_table_source({"iceberg": metadata, "snapshot_id": snapshot})
