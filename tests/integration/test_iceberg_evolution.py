@@ -169,3 +169,24 @@ def test_time_travel_sees_the_old_schema(s3: S3Env, evolved: Evolved) -> None:
                    snapshot_id=evolved.snapshots[0])
     # the snapshot's own schema, as pyiceberg's scan by snapshot id reads it
     assert sorted(got["dropme"].to_list()) == ["x0", "x1", "x2"]
+
+
+def test_a_manifest_its_partition_summaries_rule_out_is_never_read(
+        s3: S3Env, evolved: Evolved) -> None:
+    import io
+
+    import fastavro
+
+    sql = "SELECT id FROM s3object WHERE ts >= TIMESTAMP '2024-01-06 12:00:00'"
+    got, stats = query(evolved.table, sql)
+    manifests_read = [r.path for r in s3.log.gets()
+                      if r.path.endswith(".avro") and "snap-" not in r.path]
+    want = oracle(evolved.table).filter(pl.col("ts") >= dt.datetime(2024, 1, 6, 12))
+    assert sorted(got["id"].to_list()) == sorted(want["id"].to_list()) and want.height > 0
+    table = stats["iceberg"]
+    assert table["manifests_pruned"] >= 1
+    assert table["manifests_read"] + table["manifests_pruned"] == table["manifests"]
+    snapshot = evolved.table.metadata.current_snapshot()
+    listing = list(fastavro.reader(io.BytesIO(s3.get(snapshot.manifest_list))))
+    paths = {m["manifest_path"].partition("//")[2] for m in listing}  # type: ignore[index]
+    assert len({p.lstrip("/") for p in manifests_read} & paths) == table["manifests_read"]
