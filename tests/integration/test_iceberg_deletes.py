@@ -99,14 +99,19 @@ def _commit(env: S3Env, table: Any, files: list[Any], name: str) -> str:
 
 
 def _delete_file(content: Any, path: str, body: bytes, partition: str, rows: int,
-                 equality_ids: list[int] | None = None) -> Any:
+                 equality_ids: list[int] | None = None, target: str | None = None) -> Any:
+    """A delete file's manifest entry; a position delete file of one data file (``target``)
+    says so by its file_path bounds, as writers do."""
     from pyiceberg.manifest import DataFile, FileFormat
     from pyiceberg.typedef import Record
 
     return DataFile.from_args(content=content, file_path=path, file_format=FileFormat.PARQUET,
                               partition=Record(partition), record_count=rows,
                               file_size_in_bytes=len(body), spec_id=1,
-                              equality_ids=equality_ids)
+                              equality_ids=equality_ids,
+                              **({} if target is None else {
+                                  "lower_bounds": {FILE_PATH_ID: target.encode()},
+                                  "upper_bounds": {FILE_PATH_ID: target.encode()}}))
 
 
 @dataclasses.dataclass
@@ -143,7 +148,7 @@ def deleted(warehouse: Warehouse) -> Deleted:  # noqa: F811
     pos_path = f"{table.metadata.location}/data/cat=a/pos-deletes.parquet"
     _put(env, pos_path, body)
     pos_uri = _commit(env, table, [_delete_file(DataFileContent.POSITION_DELETES, pos_path,
-                                                body, "a", 4)], "pos")
+                                                body, "a", 4, target=path_a)], "pos")
     with_pos = warehouse.static(pos_uri)
     body = _parquet(pa.table([pa.array(EQ_IDS, pa.int64())],
                              schema=pa.schema([_field("id", pa.int64(), 1)])))
@@ -215,3 +220,12 @@ def test_a_pruned_data_file_reads_none_of_its_deletes(s3: S3Env, deleted: Delete
     assert sorted(got["id"].to_list()) == list(range(200, 300))
     assert stats["iceberg"]["delete_files_applied"] == 0
     assert not [p for p in data_gets(s3) if p.endswith("-deletes.parquet")]
+
+
+def test_position_deletes_as_polars_scan_iceberg_reads_them(
+        s3: S3Env, warehouse: Warehouse, deleted: Deleted) -> None:  # noqa: F811
+    got, _ = query(deleted.positions, "SELECT * FROM s3object")
+    theirs = pl.scan_iceberg(warehouse.static(deleted.positions),
+                             reader_override="native").collect()
+    assert theirs.height == 300 - 4
+    same(got, theirs, ordered=False)

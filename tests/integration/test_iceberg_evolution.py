@@ -190,3 +190,12 @@ def test_a_manifest_its_partition_summaries_rule_out_is_never_read(
     listing = list(fastavro.reader(io.BytesIO(s3.get(snapshot.manifest_list))))
     paths = {m["manifest_path"].partition("//")[2] for m in listing}  # type: ignore[index]
     assert len({p.lstrip("/") for p in manifests_read} & paths) == table["manifests_read"]
+
+
+def test_every_snapshot_equals_polars_scan_iceberg(s3: S3Env, evolved: Evolved) -> None:
+    """polars' own Iceberg reader (native) as a second oracle."""
+    for snapshot in evolved.snapshots:
+        got, _ = query(evolved.table, "SELECT * FROM s3object", snapshot_id=snapshot)
+        theirs = pl.scan_iceberg(evolved.table, snapshot_id=snapshot,
+                                 reader_override="native").collect()
+        same(got, theirs, ordered=False)
