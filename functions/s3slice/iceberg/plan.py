@@ -109,7 +109,9 @@ def plan(table: Table, snapshot: Snapshot | None, schema: Schema, predicate: P.P
         types = {**s.types_by_id(), **types}
     projected = {sid: X.project(predicate, schema, spec.fields)
                  for sid, spec in table.specs.items()}
-    keep = [m.content != M.DATA or m.partitions is None or m.spec_id not in table.specs
+    # A delete manifest's files apply only in their own partitions (or everywhere, when
+    # unpartitioned: no summary then rules anything out), so it is pruned alike.
+    keep = [m.partitions is None or m.spec_id not in table.specs
             or P.may_match_each(projected[m.spec_id], [_summary_units(
                 table.specs[m.spec_id], types, m.partitions)])[0] for m in manifests]
     counts["manifests_pruned"] = keep.count(False)
