@@ -91,6 +91,15 @@ TRIM_RULES: tuple[TrimRule, ...] = (
               "sqlglot/typing/*.py"),
              keep=("sqlglot/*/__init__.py", "sqlglot/dialects/dialect.py",
                    "sqlglot/parsers/base.py")),
+    TrimRule("fastavro-writers", "fastavro's compiled writers and validators: the service "
+             "only reads Avro (Iceberg's manifests), and fastavro.write, logical_writers and "
+             "validation fall back to their pure-Python modules when these are absent",
+             ("fastavro/_write.*", "fastavro/_logical_writers.*", "fastavro/_validation.*")),
+    TrimRule("ijson-c-backend", "ijson's compiled yajl backend and its libyajl: thriftpy2 "
+             "imports ijson only for its Apache JSON protocol, which the service never uses "
+             "(Parquet's footers are Thrift's compact protocol), and ijson falls back to its "
+             "pure-Python backend when the compiled one is absent",
+             ("ijson/backends/_yajl2.*", "ijson.libs")),
     TrimRule("powertools-swagger-ui", "Swagger UI's script and style sheet, served only by "
              "an event handler's enable_swagger(); the service has no HTTP resolver and never "
              "imports aws_lambda_powertools.event_handler",

@@ -191,7 +191,8 @@ def test_report_accounts_for_every_byte(layer: Built) -> None:
     for rule in ("pyarrow-flight", "pyarrow-remote-filesystems", "headers-and-sources",
                  "tests", "strip", "pyarrow-dataset-acero", "pyarrow-substrait",
                  "pyarrow-parquet-encryption", "pyarrow-csv-json-feather",
-                 "powertools-swagger-ui", "sqlglot-executor", "sqlglot-dialects"):
+                 "powertools-swagger-ui", "sqlglot-executor", "sqlglot-dialects",
+                 "fastavro-writers", "ijson-c-backend"):
         assert removed[rule] > 0, f"{rule} removed nothing: {removed}"
     assert set(removed) <= set(layer.report["removed_why"]) | {"strip"}
 
@@ -281,6 +282,8 @@ def test_trimmed_parts_are_gone(layer: Built) -> None:
                                                             "parsers", "typing")
           for dialect in SQLGLOT_NAMED_DIALECTS),
         "sqlglot/generators/python.py",
+        "fastavro/_write.*", "fastavro/_logical_writers.*", "fastavro/_validation.*",
+        "ijson/backends/_yajl2.*", "ijson.libs/*",
     ]
     for pattern in gone_files:
         hits = fnmatch.filter(files, pattern)
@@ -300,6 +303,10 @@ def test_trimmed_parts_are_gone(layer: Built) -> None:
     # only the Swagger UI's assets go: the event handler (unused here) still imports
     assert "aws_lambda_powertools/event_handler/openapi/swagger_ui/html.py" in files
     assert "aws_lambda_powertools/event_handler/__init__.py" in files
+    # fastavro keeps its compiled reader and the pure-Python writers its imports fall back to
+    assert fnmatch.filter(files, "fastavro/_read.*.so")
+    for module in ("_write_py", "_logical_writers_py", "_validation_py"):
+        assert f"fastavro/{module}.py" in files, module
 
 
 def test_required_libraries_are_present_and_linkable(layer: Built) -> None:
