@@ -380,3 +380,26 @@ def test_a_format_version_1_table_equals_pyiceberg(s3: S3Env, warehouse: Warehou
         same(got, pl.SQLContext(s3object=pyiceberg_rows(table)).execute(sql, eager=True),
              ordered=False)
         assert stats["iceberg"]["format_version"] == 1
+
+
+def test_year_and_hour_partitions_prune_and_answer_as_pyiceberg(
+        s3: S3Env, warehouse: Warehouse) -> None:
+    from pyiceberg.transforms import HourTransform, YearTransform
+
+    data = arrow_of(conformance_frame().head(300))  # day spans 2024-2025, ts 2024-01..03
+    table = warehouse.catalog.create_table("db.times", schema=data.schema)
+    with table.update_spec() as spec:
+        spec.add_field("day", YearTransform(), "day_year")
+        spec.add_field("ts", HourTransform(), "ts_hour")
+    table.append(data)
+    sql = ("SELECT id, day, ts FROM s3object WHERE day >= DATE '2024-03-01' "
+           "AND ts < TIMESTAMP '2024-01-25 07:00:00'")
+    got, stats = query(table, sql)
+    opened = data_gets(s3)
+    want = pl.SQLContext(s3object=pyiceberg_rows(table)).execute(sql, eager=True)
+    same(got, want, ordered=False)
+    assert want.height > 0
+    table_stats = stats["iceberg"]
+    assert table_stats["files_pruned_by_partition"] > 0
+    assert len(opened) == stats["objects"] == table_stats["data_files"] - table_stats[
+        "files_pruned_by_partition"] - table_stats["files_pruned_by_bounds"]
