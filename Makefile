@@ -1,5 +1,6 @@
-# The project's commands. `make demo` and `make test` work on a fresh machine with
-# Python 3.11+, Node and Go: everything else is installed into .venv and node_modules.
+# The project's commands. On a fresh machine `make demo` needs only Python 3.11+, and
+# `make test` also Node (the CDK CLI), Go (MinIO) and a CPython 3.13 (the layer's
+# bytecode): everything else is installed into .venv, node_modules and .work.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
