@@ -403,3 +403,10 @@ def test_year_and_hour_partitions_prune_and_answer_as_pyiceberg(
     assert table_stats["files_pruned_by_partition"] > 0
     assert len(opened) == stats["objects"] == table_stats["data_files"] - table_stats[
         "files_pruned_by_partition"] - table_stats["files_pruned_by_bounds"]
+
+
+def test_a_table_read_as_csv_is_refused_before_reading(s3: S3Env, conformance: Any) -> None:
+    error = fails({"source": {"iceberg": conformance.metadata_location}, "input": "csv",
+                   "sql": "SELECT * FROM s3object"})
+    assert type(error).__name__ == "RequestError" and "input" in str(error)
+    assert not s3.log.gets()

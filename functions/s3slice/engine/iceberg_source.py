@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import ObjectFormatError, QueryError, contained
+from s3slice._errors import ObjectFormatError, QueryError, RequestError, contained
 from s3slice._model import ObjectRef, Request
 from s3slice._read import ObjectResult, Timings
 from s3slice._table import TableSource
@@ -168,6 +168,9 @@ def _deletes(engine: Engine, p: Plan, fields: dict[int, Field], load: Load
 
 def read_table(engine: Engine, request: Request, source: TableSource, *,
                finish: Callable[[pl.LazyFrame], pl.LazyFrame] | None = None) -> ReadResult:
+    if request.input is not None and request.input.format != "parquet":
+        raise RequestError(f"an Iceberg table's data files are Parquet, not "
+                           f"{request.input.format}", field="input")
     started = time.perf_counter()
     before = engine.fetcher.counters.snapshot()
     analysis = analyze(request.query)
