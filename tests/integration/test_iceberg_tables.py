@@ -153,7 +153,7 @@ def pyiceberg_rows(table: Any, **scan: Any) -> pl.DataFrame:
     return frame
 
 
-APPLICABLE = [c for c in CASES if c[0] != "utcnow"]
+APPLICABLE = CASES
 
 
 @pytest.mark.parametrize(("name", "sql", "expected"), APPLICABLE, ids=[c[0] for c in APPLICABLE])
@@ -175,6 +175,13 @@ def test_conformance_query_on_hidden_partitions(s3: S3Env, partitioned: Any,
     got, _ = query(partitioned, sql)
     want = expected(partitioned_rows)
     same(got, want, ordered="ORDER BY" in sql)
+
+
+def test_a_limit_without_order_on_many_files_is_some_of_the_matching_rows(
+        s3: S3Env, partitioned: Any, partitioned_rows: pl.DataFrame) -> None:
+    got, _ = query(partitioned, "SELECT id FROM s3object WHERE id > 100 LIMIT 7")
+    matching = set(partitioned_rows.filter(pl.col("id") > 100)["id"].to_list())
+    assert got.height == 7 and set(got["id"].to_list()) <= matching
 
 
 def data_gets(env: S3Env) -> list[str]:
