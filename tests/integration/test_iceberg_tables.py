@@ -417,3 +417,26 @@ def test_a_table_read_as_csv_is_refused_before_reading(s3: S3Env, conformance: A
                    "sql": "SELECT * FROM s3object"})
     assert type(error).__name__ == "RequestError" and "input" in str(error)
     assert not s3.log.gets()
+
+
+def test_a_data_file_changed_between_its_reads_is_named(
+        s3: S3Env, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    from s3slice.engine import iceberg_source
+    from s3slice.iceberg import datafile
+
+    n = 20_000
+    data = arrow_of(pl.DataFrame({"id": list(range(n)), "x": [i * 0.5 for i in range(n)]}))
+    table = warehouse.catalog.create_table("db.changing", schema=data.schema)
+    table.append(data)
+    [path] = table.inspect.files()["file_path"].to_pylist()
+    monkeypatch.setattr(iceberg_source, "FIRST_GET", 8 * 1024)
+    footer = datafile.footer
+
+    def replaced_after_the_footer(tail: bytes) -> Any:
+        # the file is rewritten (another ETag) once its first GET was answered
+        put(s3, path.partition(f"{BUCKET}/")[2], b"x" + s3.get(path)[1:])
+        return footer(tail)
+    monkeypatch.setattr(datafile, "footer", replaced_after_the_footer)
+    error = fails({"source": {"iceberg": table.metadata_location},
+                   "sql": "SELECT SUM(x) AS s FROM s3object"})
+    assert type(error).__name__ == "ObjectChangedError" and path in str(error), error

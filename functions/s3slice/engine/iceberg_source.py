@@ -14,7 +14,14 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import ObjectFormatError, QueryError, RequestError, contained
+from s3slice._errors import (
+    ObjectChangedError,
+    ObjectFormatError,
+    PreconditionFailed,
+    QueryError,
+    RequestError,
+    contained,
+)
 from s3slice._model import ObjectRef, Request
 from s3slice._read import ObjectResult, Timings
 from s3slice._table import TableSource
@@ -191,9 +198,14 @@ def read_table(engine: Engine, request: Request, source: TableSource, *,
         size = len(data) if isinstance(data, bytes) else data.size
         with timings.phase("execute"):
             source = data if isinstance(data, bytes) else io.BufferedReader(data)
-            frame, groups, read = D.read_rows(
-                source, task.file.path, schema, names, [fields[i] for i in extra],
-                analysis.predicate, None if isinstance(data, bytes) else D.footer(data.tail))
+            try:
+                frame, groups, read = D.read_rows(
+                    source, task.file.path, schema, names, [fields[i] for i in extra],
+                    analysis.predicate, None if isinstance(data, bytes) else D.footer(data.tail))
+            except PreconditionFailed:  # its ETag changed between two of its range reads
+                raise ObjectChangedError("the data file changed while it was read (an Iceberg "
+                                         "data file is never rewritten)",
+                                         uri=task.file.path) from None
             frame = D.apply_deletes(
                 frame, [D.positions_of(deletes[d.path], task.file.path)
                         for d in task.position_deletes],
