@@ -196,3 +196,16 @@ def read_request(engine: Engine, request: Mapping[str, Any] | Request,
     if not isinstance(request, Request):
         request = parse_request(request)
     return engine.read(request, **kw)
+
+
+def invoke(event: Any, context: Any = None) -> Any:
+    """The Lambda handler on ``event``, as Lambda calls it; its response must be JSON, as
+    Lambda makes it."""
+    import json
+
+    from s3slice.__main__ import LambdaContext
+    from s3slice.handler import lambda_handler
+
+    response = lambda_handler(event, context or LambdaContext())
+    json.dumps(response)
+    return response

@@ -24,8 +24,7 @@ from s3slice import (
 from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
-from tests.support import EVENTS, S3Env
+from tests.support import EVENTS, S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -79,11 +78,6 @@ def read_output(s3: S3Env, uri: str) -> pl.DataFrame:
 def source_gets(s3: S3Env, key: str) -> list[Any]:
     return [r for r in s3.log.gets() if r.path.endswith(key)]
 
-
-def invoke(event: Any, context: Any = None) -> dict[str, Any]:
-    response = lambda_handler(event, context or LambdaContext())
-    json.dumps(response)
-    return response
 
 
 # ----------------------------------------------------------------- S3 notifications

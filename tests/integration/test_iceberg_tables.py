@@ -19,11 +19,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from s3slice import S3SliceError
-from s3slice.__main__ import LambdaContext
 from s3slice._local_s3 import LOCAL_CREDENTIALS
-from s3slice.handler import lambda_handler
 from tests.functional.test_sql_conformance import CASES, Oracle
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -110,11 +108,6 @@ def partitioned(warehouse: Warehouse) -> Any:
 def partitioned_rows(partitioned: Any) -> pl.DataFrame:
     return pyiceberg_rows(partitioned)
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 def fails(event: Any) -> S3SliceError:

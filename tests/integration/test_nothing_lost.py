@@ -24,15 +24,13 @@ from s3slice import (
     RequestError,
     _output,
 )
-from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice._spool import ParquetSpool
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
 from s3slice.parquet import footer as _footer
 from s3slice.query.analysis import Analysis
 from tests import malformed
-from tests.support import EVENTS, S3Env
+from tests.support import EVENTS, S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +38,6 @@ DATA, RESULTS = "lost-data", "lost-results"
 GOOD = pa.table({"id": pa.array(range(1_000), pa.int64()),
                  "v": pa.array([float(i % 97) for i in range(1_000)])})
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 def load(name: str) -> Any:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3slice import FOOTER_CACHE, QueryError
-from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -85,11 +82,6 @@ CONFIGS: dict[str, dict[str, str]] = {
                "S3SLICE_FOOTER_SIZE": "65536"},
 }
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 @pytest.fixture

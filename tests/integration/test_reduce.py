@@ -4,7 +4,6 @@ equal to polars over every object at once, and refuses when a batch is missing."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import polars as pl
@@ -12,11 +11,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from s3slice import AccessDeniedError, ObjectNotFoundError, QueryError, RequestError, S3Fetcher
-from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -53,11 +50,6 @@ def batches(s3: S3Env, sql: str, run: str) -> list[dict[str, Any]]:
                             "run": run}}
             for i in range(0, len(items), BATCH)]
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 def reduce_event(sql: str, run: str, n: int) -> dict[str, Any]:

@@ -21,10 +21,8 @@ from s3slice import (
     RequestError,
     UnknownColumnError,
 )
-from s3slice.__main__ import LambdaContext
 from s3slice._demo import sample_table
-from s3slice.handler import lambda_handler
-from tests.support import EVENTS, S3Env
+from tests.support import EVENTS, S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -45,11 +43,6 @@ def source(s3: S3Env, table: pl.DataFrame) -> tuple[str, bytes]:
     s3.log.clear()
     return "s3://src/data/t.parquet", data
 
-
-def invoke(event: Any) -> dict[str, Any]:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)  # what Lambda does with it
-    return response
 
 
 def test_columns_and_filter_end_to_end(s3: S3Env, source: tuple[str, bytes],

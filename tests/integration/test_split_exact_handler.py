@@ -12,17 +12,14 @@ Int64, and a sum beyond 64 bits is a typed ``QueryError``, never a wrapped value
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 import polars as pl
 import pytest
 
 from s3slice import QueryError
-from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -56,11 +53,6 @@ def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> S3Env:
     _entry.reset()
     return s3
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 def objects(lake: S3Env) -> pl.DataFrame:

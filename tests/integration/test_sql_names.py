@@ -15,10 +15,8 @@ import polars as pl
 import pytest
 
 from s3slice import FOOTER_CACHE
-from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +25,6 @@ PARTS = [pl.DataFrame({"a": [1, 2, 3], "b": [10, 20, 30]}),
          pl.DataFrame({"a": [1, 4], "b": [40, 50]})]
 ALL = pl.concat(PARTS)
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 @pytest.fixture

@@ -19,11 +19,9 @@ import polars as pl
 import pytest
 
 from s3slice import FOOTER_CACHE, ForbiddenQueryError, QueryError, RequestError
-from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
 from tests.sandbox_bait import SECRET, Bait
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -34,11 +32,6 @@ PAYROLL = pl.DataFrame({"a": [SECRET], "n": [99]})
 REPORTED = ("SELECT a FROM s3object WHERE a = 'x' --c\r OR a = '\nUNION ALL SELECT a FROM "
             "read_parquet( --z\r' || (\n'{target}')")
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ plainly:
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,22 +22,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3slice import FOOTER_CACHE, ObjectError, ObjectFormatError, UnknownColumnError
-from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
 from s3slice.parquet import pages as _pages
 from s3slice.parquet import plan as _plan
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
 DATA, RESULTS = "typed-data", "typed-results"
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 def parquet(table: pa.Table, **kwargs: Any) -> bytes:

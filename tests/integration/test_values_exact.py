@@ -29,12 +29,10 @@ import pytest
 
 import s3slice.parquet.pages
 from s3slice import FOOTER_CACHE, ObjectFormatError, OutputError
-from s3slice.__main__ import LambdaContext
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
 from s3slice.parquet import thrift as _thrift
 from tests import malformed
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +52,6 @@ def lake(s3: S3Env) -> Iterator[S3Env]:
     yield s3
     _entry.reset()
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 def put(s3: S3Env, key: str, data: bytes) -> str:

@@ -38,10 +38,8 @@ from s3slice import (
     S3SliceError,
 )
 from s3slice._demo import sample_table
-from s3slice._invoke import LambdaContext
 from s3slice.entry import dispatch as _entry
-from s3slice.handler import lambda_handler
-from tests.support import EVENTS, S3Env
+from tests.support import EVENTS, S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -77,11 +75,6 @@ def lake(s3: S3Env, frames: list[pl.DataFrame], monkeypatch: pytest.MonkeyPatch)
     FOOTER_CACHE.clear()
     return s3
 
-
-def invoke(event: Any) -> Any:
-    response = lambda_handler(event, LambdaContext())
-    json.dumps(response)
-    return response
 
 
 def items(s3: S3Env, prefix: str) -> list[dict[str, Any]]:
