@@ -33,7 +33,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import grants
@@ -43,6 +42,7 @@ from .guard import PipelineGuard, location
 from .library_nag import PipelineFunctionAcknowledgments
 from .pipeline_workflow import PipelineWorkflowProps, add_workflow
 from .settings import KEY_CHARACTERS, OUTPUT_FORMATS, QUERY_FIELDS, OutputFormat, SettingsError
+from .triggers import object_queues
 from .workflow import Workflow
 
 #: The field of a message that carries its pipeline (``s3slice.entry.events.PIPELINE_FIELD``).
@@ -129,22 +129,11 @@ class Pipeline(Construct):
         ])
 
         function = props.function
-        self.dead_letter_queue = sqs.Queue(
-            self, "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        self.queue = sqs.Queue(
-            self, "Queue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
+        self.queue, self.dead_letter_queue = object_queues(
+            self,
             # At least 6 x the function's timeout (AWS's advice for SQS event sources).
             visibility_timeout=Duration.seconds(6 * function.timeout.to_seconds()),
-            retention_period=Duration.days(4),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letter_queue, max_receive_count=props.max_receive_count),
-        )
+            max_receive_count=props.max_receive_count)
         if props.enable_event_bridge:
             props.source_bucket.enable_event_bridge_notification()
         self.message: dict[str, Any] = {

@@ -81,21 +81,9 @@ class Triggers(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: TriggersProps) -> None:
         super().__init__(scope, construct_id)
-        self.dead_letter_queue = sqs.Queue(
-            self, "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        self.queue = sqs.Queue(
-            self, "Queue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            visibility_timeout=props.visibility_timeout,
-            retention_period=Duration.days(4),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letter_queue, max_receive_count=props.max_receive_count),
-        )
+        self.queue, self.dead_letter_queue = object_queues(
+            self, visibility_timeout=props.visibility_timeout,
+            max_receive_count=props.max_receive_count)
         suffixes: Sequence[str | None] = list(props.suffixes) or [None]
         #: The key filters of the notification rules (none: every new object in the bucket).
         self.filters: list[s3.NotificationKeyFilter] = []
@@ -118,3 +106,25 @@ class Triggers(Construct):
             report_batch_item_failures=True,
             max_concurrency=props.max_concurrency,
         )
+
+
+def object_queues(scope: Construct, *, visibility_timeout: Duration, max_receive_count: int
+                  ) -> tuple[sqs.Queue, sqs.Queue]:
+    """The queue of object events a function consumes, and its dead-letter queue (both
+    encrypted, TLS only): ``Queue`` and ``DeadLetterQueue`` in ``scope``."""
+    dead_letter_queue = sqs.Queue(
+        scope, "DeadLetterQueue",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.days(14),
+    )
+    queue = sqs.Queue(
+        scope, "Queue",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        visibility_timeout=visibility_timeout,
+        retention_period=Duration.days(4),
+        dead_letter_queue=sqs.DeadLetterQueue(
+            queue=dead_letter_queue, max_receive_count=max_receive_count),
+    )
+    return queue, dead_letter_queue
