@@ -184,6 +184,13 @@ class S3Env:
         body: bytes = self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
         return body
 
+    def empty_bucket(self, name: str) -> str:
+        """The bucket, created if need be, with every object it held deleted."""
+        self.bucket(name)
+        for key in self.keys(name):
+            self.client.delete_object(Bucket=name, Key=key)
+        return name
+
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         resp = self.client.list_objects_v2(Bucket=bucket, Prefix=prefix)
         return sorted(o["Key"] for o in resp.get("Contents", []))

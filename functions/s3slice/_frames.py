@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -83,7 +84,7 @@ def read_parquet(source: str | Sequence[str], *, columns: Sequence[str] | None =
             request["filter"] = filter
         if n_rows is not None:
             request["limit"] = n_rows
-    engine = Engine(Settings(**{**_fields(base), **overrides}))
+    engine = Engine(dataclasses.replace(base, **overrides))
     result = engine.read(parse_request(request))
     frame = result.frame
     if isinstance(filter, pl.Expr):
@@ -94,12 +95,6 @@ def read_parquet(source: str | Sequence[str], *, columns: Sequence[str] | None =
             frame = frame.head(n_rows)
     setattr(frame, _STATS, result.stats)
     return frame
-
-
-def _fields(settings: Settings) -> dict[str, Any]:
-    import dataclasses
-
-    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
 
 
 def _storage_options(raw: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -47,9 +47,7 @@ def world(s3: S3Env, tables: dict[str, pl.DataFrame],
           monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     """Source objects uploaded, the function configured as the CDK stack configures it."""
     s3.bucket(SOURCE_BUCKET)
-    s3.bucket(OUTPUT_BUCKET)
-    for key in s3.keys(OUTPUT_BUCKET):
-        s3.client.delete_object(Bucket=OUTPUT_BUCKET, Key=key)
+    s3.empty_bucket(OUTPUT_BUCKET)
     for key, table in tables.items():
         s3.put_frame(SOURCE_BUCKET, key, table, row_group_size=10_000)
     monkeypatch.setenv("S3SLICE_QUERY", json.dumps(QUERY))

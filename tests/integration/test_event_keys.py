@@ -42,9 +42,7 @@ def table() -> pl.DataFrame:
 @pytest.fixture
 def world(s3: S3Env, table: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     s3.bucket(SOURCE)
-    s3.bucket(OUTPUT)
-    for key in s3.keys(OUTPUT):
-        s3.client.delete_object(Bucket=OUTPUT, Key=key)
+    s3.empty_bucket(OUTPUT)
     for i, key in enumerate(KEYS):  # each object distinct, so a wrong key is a wrong answer
         s3.put_frame(SOURCE, key, table.head(1_000 * (i + 1)))
     monkeypatch.setenv("S3SLICE_QUERY", json.dumps(QUERY))

@@ -43,9 +43,7 @@ def table() -> pl.DataFrame:
 @pytest.fixture
 def world(s3: S3Env, table: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     s3.bucket(BUCKET)
-    s3.bucket(OUTPUT)
-    for key in s3.keys(OUTPUT):
-        s3.client.delete_object(Bucket=OUTPUT, Key=key)
+    s3.empty_bucket(OUTPUT)
     s3.put_frame(BUCKET, KEY, table, row_group_size=20_000)
     monkeypatch.setenv("S3SLICE_REQUEST_TIMEOUT_S", "2")
     monkeypatch.setenv("S3SLICE_PART_SIZE", str(256 * 1024))  # several ranged GETs

@@ -38,9 +38,7 @@ BATCH = 7
 
 @pytest.fixture
 def results(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> S3Env:
-    s3.bucket(RESULTS)
-    for key in s3.keys(RESULTS):
-        s3.client.delete_object(Bucket=RESULTS, Key=key)
+    s3.empty_bucket(RESULTS)
     monkeypatch.delenv("S3SLICE_QUERY", raising=False)
     monkeypatch.delenv("S3SLICE_OUTPUT_URI", raising=False)
     _entry.reset()

@@ -57,9 +57,7 @@ def native_panic() -> BaseException:
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     for bucket in (DATA, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     s3.client.put_object(Bucket=DATA, Key="in/good.parquet", Body=malformed.write(GOOD))
     inflated, _ = malformed.inflated_row_count()
     s3.client.put_object(Bucket=DATA, Key="in/inflated.parquet", Body=inflated)

@@ -30,9 +30,7 @@ SRC, OUT = "file-src", "file-out"
 @pytest.fixture
 def world(s3: S3Env) -> S3Env:
     s3.bucket(SRC)
-    s3.bucket(OUT)
-    for key in s3.keys(OUT):
-        s3.client.delete_object(Bucket=OUT, Key=key)
+    s3.empty_bucket(OUT)
     for i in range(2):
         s3.put_frame(SRC, f"d/part-{i}.parquet", sample_table(2_000, seed=i))
     _entry.reset()

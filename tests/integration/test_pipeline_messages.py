@@ -36,9 +36,7 @@ def table() -> pl.DataFrame:
 @pytest.fixture
 def world(s3: S3Env, table: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     for bucket in (SOURCE, OUT_A, OUT_B):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     s3.put_frame(SOURCE, "a/one.parquet", table.head(3_000))
     s3.put_frame(SOURCE, "b/two.parquet", table.tail(2_500))
     # No configured query or output: each message must bring its own.

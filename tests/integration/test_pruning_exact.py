@@ -87,9 +87,7 @@ CONFIGS: dict[str, dict[str, str]] = {
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     for bucket in (DATA, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     _entry.reset()
     FOOTER_CACHE.clear()
     yield s3

@@ -31,9 +31,7 @@ def frames() -> list[pl.DataFrame]:
 @pytest.fixture
 def lake(s3: S3Env, frames: list[pl.DataFrame], monkeypatch: pytest.MonkeyPatch) -> S3Env:
     for bucket in (DATA, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     for i, frame in enumerate(frames):
         s3.put_frame(DATA, f"in/part-{i:02}.parquet", frame)
     monkeypatch.delenv("S3SLICE_QUERY", raising=False)

@@ -33,9 +33,7 @@ NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 @pytest.fixture
 def bucket(s3: S3Env) -> S3Env:
-    s3.bucket(BUCKET)
-    for key in s3.keys(BUCKET):
-        s3.client.delete_object(Bucket=BUCKET, Key=key)
+    s3.empty_bucket(BUCKET)
     return s3
 
 

@@ -43,9 +43,7 @@ def frame(i: int) -> pl.DataFrame:
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> S3Env:
     for bucket in (DATA, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     for i in range(2):
         s3.put_frame(DATA, f"two/part-{i}.parquet", frame(i))
     monkeypatch.delenv("S3SLICE_QUERY", raising=False)

@@ -30,9 +30,7 @@ ALL = pl.concat(PARTS)
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     for bucket in (BUCKET, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     for i, part in enumerate(PARTS):
         s3.put_frame(BUCKET, f"in/part-{i}.parquet", part)
     for name in ("S3SLICE_QUERY", "S3SLICE_OUTPUT_URI", "S3SLICE_SOURCE_URIS"):

@@ -44,9 +44,7 @@ def bait(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bait]:
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     for bucket in (BUCKET, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     s3.put_frame(BUCKET, PUBLIC, DATA)
     s3.put_frame(BUCKET, PRIVATE, PAYROLL)
     for name in ("S3SLICE_QUERY", "S3SLICE_OUTPUT_URI", "S3SLICE_SOURCE_URIS"):

@@ -42,9 +42,7 @@ def parquet(table: pa.Table, **kwargs: Any) -> bytes:
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     for bucket in (DATA, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     for name in ("S3SLICE_QUERY", "S3SLICE_OUTPUT_URI", "S3SLICE_SOURCE_URIS"):
         monkeypatch.delenv(name, raising=False)
     _entry.reset()

@@ -44,9 +44,7 @@ SPARK_CREATED_BY = "parquet-mr version 1.13.1 (build db4183109d5b734ec5930d870cd
 @pytest.fixture
 def lake(s3: S3Env) -> Iterator[S3Env]:
     for bucket in (DATA, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     _entry.reset()
     FOOTER_CACHE.clear()
     yield s3

@@ -60,9 +60,7 @@ def frames() -> list[pl.DataFrame]:
 @pytest.fixture
 def lake(s3: S3Env, frames: list[pl.DataFrame], monkeypatch: pytest.MonkeyPatch) -> S3Env:
     for bucket in (DATA, RESULTS):
-        s3.bucket(bucket)
-        for key in s3.keys(bucket):
-            s3.client.delete_object(Bucket=bucket, Key=key)
+        s3.empty_bucket(bucket)
     s3.client.put_object(Bucket=DATA, Key="spark/", Body=b"")
     s3.client.put_object(Bucket=DATA, Key="spark/_SUCCESS", Body=b"")
     s3.put_frame(DATA, "spark/part-00000.parquet", frames[0])
