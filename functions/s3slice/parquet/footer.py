@@ -167,13 +167,14 @@ def _leaf_tops(md: pq.FileMetaData) -> tuple[str, ...]:
     except (pa.ArrowException, ValueError, TypeError):  # unreadable anyway: as the paths say
         return tuple(p.split(".")[0] for p in paths)
     tops = [f.name for f in schema for _ in range(_leaf_count(f.type))]
-    if len(tops) == len(paths) and all(_under(p, t) for p, t in zip(paths, tops, strict=True)):
+    if len(tops) == len(paths) and all(under(p, t) for p, t in zip(paths, tops, strict=True)):
         return tuple(tops)
     names = sorted(schema.names, key=len, reverse=True)
-    return tuple(next((n for n in names if _under(p, n)), p) for p in paths)
+    return tuple(next((n for n in names if under(p, n)), p) for p in paths)
 
 
-def _under(path: str, name: str) -> bool:
+def under(path: str, name: str) -> bool:
+    """Whether the dotted ``path`` is ``name`` or lies under it."""
     return path == name or path.startswith(name + ".")
 
 

@@ -25,7 +25,7 @@ from s3slice._errors import ObjectFormatError
 from s3slice._ranges import Range
 from s3slice._settings import Settings
 from s3slice.parquet import thrift as _thrift
-from s3slice.parquet.footer import MAGIC, Footer, leaf_tops, under_any
+from s3slice.parquet.footer import MAGIC, Footer, leaf_tops, under, under_any
 from s3slice.query import predicate as P
 
 # ------------------------------------------------------------------------ statistics
@@ -265,10 +265,6 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
                 needed_bytes=needed, fields=parts_of)
 
 
-def _under(path: str, field: str) -> bool:
-    return path == field or path.startswith(field + ".")
-
-
 def _struct_parts(leaves: Sequence[str], fields: Mapping[str, Iterable[str]]
                   ) -> dict[str, tuple[str, ...]]:
     """The columns that can be read in part: each field names at least one leaf (else the
@@ -276,7 +272,7 @@ def _struct_parts(leaves: Sequence[str], fields: Mapping[str, Iterable[str]]
     out: dict[str, tuple[str, ...]] = {}
     for column, wanted in fields.items():
         chosen = tuple(sorted(set(wanted)))
-        if chosen and all(any(_under(leaf, f) for leaf in leaves) for f in chosen):
+        if chosen and all(any(under(leaf, f) for leaf in leaves) for f in chosen):
             out[column] = chosen
     return out
 
@@ -288,4 +284,4 @@ def _needed(path: str, top: str, wanted: set[str], parts_of: Mapping[str, tuple[
     dotted paths: ``user.id`` selects the ``id`` of a struct ``user`` too)."""
     if under_any(path, reads):
         return True
-    return top in wanted and (top not in parts_of or any(_under(path, f) for f in parts_of[top]))
+    return top in wanted and (top not in parts_of or any(under(path, f) for f in parts_of[top]))
