@@ -113,24 +113,18 @@ def distinct_names(tree: exp.Expr) -> exp.Expr:
     if not isinstance(tree, exp.Select) or any(_is_star(e) for e in tree.expressions):
         return tree
     names = [polars_name(e) for e in tree.expressions]
-    counts = {n: names.count(n) for n in names if n is not None}
-    if all(c == 1 for c in counts.values()):
+    given = [n for n in names if n is not None]
+    if len(set(given)) == len(given):
         return tree
-    used = {n for n in names if n is not None}
-    seen: set[str] = set()
+    distinct = iter(_suffixed(given))
     out = tree.copy()
     for e, name in zip(out.expressions, names, strict=True):
         if name is None:
             continue
-        if name not in seen:
-            seen.add(name)
-            continue
-        k = 1
-        while f"{name}:{k}" in used:
-            k += 1
-        used.add(f"{name}:{k}")
-        bare = e.this if isinstance(e, exp.Alias) else e
-        e.replace(exp.alias_(bare.copy(), f"{name}:{k}", quoted=True))
+        new = next(distinct)
+        if new != name:
+            bare = e.this if isinstance(e, exp.Alias) else e
+            e.replace(exp.alias_(bare.copy(), new, quoted=True))
     return out
 
 
