@@ -201,7 +201,8 @@ def read_table(engine: Engine, request: Request, source: TableSource, *,
             try:
                 frame, groups, read = D.read_rows(
                     source, task.file.path, schema, names, [fields[i] for i in extra],
-                    analysis.predicate, None if isinstance(data, bytes) else D.footer(data.tail))
+                    analysis.predicate, None if isinstance(data, bytes) else D.footer(data.tail),
+                    mapping=p.table.name_mapping)
             except PreconditionFailed:  # its ETag changed between two of its range reads
                 raise ObjectChangedError("the data file changed while it was read (an Iceberg "
                                          "data file is never rewritten)",

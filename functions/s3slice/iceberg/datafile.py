@@ -1,6 +1,8 @@
-"""A data file's rows in the table's schema, by field id (a renamed column keeps its id, a
-column added later is null in older files, a dropped one is not read, an ``int`` becomes
-a ``long``), with its position deletes and equality deletes applied."""
+"""A data file's rows in the table's schema, by field id at every depth
+(:mod:`s3slice.iceberg.columns`: a renamed column or nested field keeps its id, one added
+later is null in older files, a dropped one is not read, an ``int`` becomes a ``long``;
+a file without ids through the table's name mapping), with its position deletes and
+equality deletes applied."""
 
 from __future__ import annotations
 
@@ -13,23 +15,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3slice._errors import ObjectFormatError
+from s3slice.iceberg import columns as C
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg.metadata import Field, Schema
 from s3slice.parquet.plan import polars_types, row_group_stats
 from s3slice.query import predicate as P
 
-_FIELD_ID = b"PARQUET:field_id"
 _POS = "__s3slice_pos"
 
 
-def _ids(schema: pa.Schema) -> dict[int, str]:
-    """A Parquet file's top-level columns by field id (by name when it has none)."""
-    out: dict[int, str] = {}
-    for f in schema:
-        raw = (f.metadata or {}).get(_FIELD_ID)
-        if raw is not None:
-            out[int(raw)] = f.name
-    return out
+def _nodes(schema: pa.Schema, mapping: C.Mapping | None, uri: str) -> dict[int, C.Node]:
+    """A data file's top-level fields by their Iceberg ids (:func:`columns.file_fields`)."""
+    return {n.id: n for n in C.file_fields(schema, mapping, uri) if n.id is not None}
 
 
 def footer(tail: bytes) -> pq.FileMetaData | None:
@@ -60,16 +57,24 @@ def _read(pf: pq.ParquetFile, names: Sequence[str], uri: str) -> pa.Table:
         raise ObjectFormatError(f"unreadable: {e}", uri=uri) from None
 
 
-def _column(table: pa.Table, name: str | None, field: Field, rows: int) -> pl.Series:
+def _column(table: pa.Table, node: C.Node | None, field: Field, rows: int, uri: str
+            ) -> pl.Series:
+    """The file's column ``node`` as the table's ``field`` (nested fields by id, promoted
+    types cast), all null when the file lacks it."""
     dtype = field.dtype
-    if name is None:
+    if node is None:
         return pl.Series(field.name, [None] * rows, dtype=dtype)
-    series = pl.from_arrow(table.column(name))
+    array = table.column(node.name).combine_chunks()
+    series = pl.from_arrow(C.project(field.type, node, array, uri))
     assert isinstance(series, pl.Series)
     series = series.alias(field.name)
-    if series.dtype == dtype or dtype.is_nested():
+    if series.dtype == dtype:
         return series
-    return series.cast(dtype)
+    try:
+        return series.cast(dtype)
+    except pl.exceptions.PolarsError as e:
+        raise ObjectFormatError(f"column {node.name!r} ({series.dtype} in the file) cannot "
+                                f"be read as the table's {field.type}: {e}", uri=uri) from None
 
 
 def _kept_groups(pf: pq.ParquetFile, predicate: P.Pred, file_names: dict[str, str | None],
@@ -92,17 +97,17 @@ def _kept_groups(pf: pq.ParquetFile, predicate: P.Pred, file_names: dict[str, st
 
 def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequence[str],
               extra: Sequence[Field] = (), predicate: P.Pred = P.TRUE,
-              metadata: pq.FileMetaData | None = None) -> tuple[pl.DataFrame, int, int]:
+              metadata: pq.FileMetaData | None = None, mapping: C.Mapping | None = None
+              ) -> tuple[pl.DataFrame, int, int]:
     """The file's rows as ``names`` of ``schema`` (and ``extra`` fields, for equality
     deletes, named ``__eq<id>``), with each row's position in the file; only the row groups
     whose statistics may match ``predicate`` (positions stay the file's). Also the number
-    of row groups, and of those read."""
+    of row groups, and of those read. A file without field ids is read through the
+    table's name ``mapping``."""
     pf = _open(source, uri, metadata)
-    by_id = _ids(pf.schema_arrow)
+    nodes = _nodes(pf.schema_arrow, mapping, uri)
+    by_id = {fid: n.name for fid, n in nodes.items()}
     fields = [schema.by_name()[n] for n in names]
-    if not by_id:  # no field ids: a file written without them is mapped by name
-        have = set(pf.schema_arrow.names)
-        by_id = {f.id: f.name for f in (*schema.fields, *extra) if f.name in have}
     md = pf.metadata
     rows_of = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
     groups = list(range(md.num_row_groups))
@@ -116,8 +121,9 @@ def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequen
     except (pa.ArrowException, OSError, ValueError) as e:
         raise ObjectFormatError(f"unreadable: {e}", uri=uri) from None
     rows = table.num_rows
-    columns = [_column(table, by_id.get(f.id), f, rows) for f in fields]
-    columns += [_column(table, by_id.get(f.id), f, rows).alias(f"__eq{f.id}") for f in extra]
+    columns = [_column(table, nodes.get(f.id), f, rows, uri) for f in fields]
+    columns += [_column(table, nodes.get(f.id), f, rows, uri).alias(f"__eq{f.id}")
+                for f in extra]
     frame = pl.DataFrame(columns, height=rows) if columns else pl.DataFrame(height=rows)
     starts = [sum(rows_of[:g]) for g in groups]
     positions = pl.concat([pl.int_range(s, s + rows_of[g], dtype=pl.Int64, eager=True)
@@ -143,13 +149,13 @@ def equality_rows(data: bytes, uri: str, file: M.DataFile, fields: dict[int, Fie
                   ) -> pl.DataFrame:
     """An equality delete file's rows, its columns named ``__eq<id>``."""
     pf = _open(data, uri)
-    by_id = _ids(pf.schema_arrow)
-    missing = [i for i in file.equality_ids if i not in by_id or i not in fields]
+    nodes = {n.id: n for n in map(C.by_ids, pf.schema_arrow) if n.id is not None}
+    missing = [i for i in file.equality_ids if i not in nodes or i not in fields]
     if missing:
         raise ObjectFormatError(f"equality delete file lacks field ids {missing}", uri=uri)
-    table = _read(pf, [by_id[i] for i in file.equality_ids], uri)
+    table = _read(pf, [nodes[i].name for i in file.equality_ids], uri)
     rows = table.num_rows
-    return pl.DataFrame([_column(table, by_id[i], fields[i], rows).alias(f"__eq{i}")
+    return pl.DataFrame([_column(table, nodes[i], fields[i], rows, uri).alias(f"__eq{i}")
                          for i in file.equality_ids])
 
 

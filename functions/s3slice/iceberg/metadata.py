@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from s3slice._errors import ObjectFormatError, RequestError
+from s3slice.iceberg import columns as C
 from s3slice.iceberg import types as T
 
 SUPPORTED_VERSIONS = (1, 2)
@@ -90,6 +91,9 @@ class Table:
     snapshots: Mapping[int, Snapshot]
     current_snapshot_id: int | None
     log: tuple[tuple[int, int], ...]  # (timestamp ms, snapshot id), in order
+    #: The table's name mapping (``schema.name-mapping.default``), for data files
+    #: without field ids.
+    name_mapping: C.Mapping | None = None
 
 
 def _schema(raw: Mapping[str, Any]) -> Schema:
@@ -144,9 +148,15 @@ def parse_metadata(data: bytes, uri: str) -> Table:
             current_snapshot = None
         log = tuple((int(e["timestamp-ms"]), int(e["snapshot-id"]))
                     for e in raw.get("snapshot-log") or ())
+        mapping = (raw.get("properties") or {}).get(C.NAME_MAPPING)
+        try:
+            name_mapping = None if mapping is None else C.parse_mapping(mapping)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"its name mapping ({C.NAME_MAPPING}) is malformed: {e}"
+                             ) from None
         return Table(uri, version, str(raw.get("location", "")), schemas, current, specs,
                      snapshots, None if current_snapshot is None else int(current_snapshot),
-                     log)
+                     log, name_mapping)
     except T.UnsupportedType as e:
         raise ObjectFormatError(str(e), uri=uri) from None
     except (ValueError, KeyError, TypeError) as e:

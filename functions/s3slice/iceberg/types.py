@@ -43,9 +43,8 @@ def polars_type(t: Type) -> pl.DataType:
             return pl.Struct({f["name"]: polars_type(f["type"]) for f in t["fields"]})
         if kind == "list":
             return pl.List(polars_type(t["element"]))
-        if kind == "map":
-            return pl.List(pl.Struct({"key": polars_type(t["key"]),
-                                      "value": polars_type(t["value"])}))
+        if kind == "map":  # as polars reads a Parquet map (and pyiceberg's scan)
+            return pl.Map(polars_type(t["key"]), polars_type(t["value"]))
         raise UnsupportedType(f"unknown type {t!r}")
     if t in PRIMITIVE:
         return PRIMITIVE[t]
