@@ -6,13 +6,14 @@ delete files (v2 position and equality deletes, by sequence number and partition
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg import transforms as X
 from s3slice.iceberg import types as T
-from s3slice.iceberg.metadata import Schema, Snapshot, Spec, Table
+from s3slice.iceberg.metadata import PartitionField, Schema, Snapshot, Spec, Table
 from s3slice.query import predicate as P
 
 #: Reads a whole file by its URI (typed errors naming it).
@@ -44,21 +45,42 @@ class Plan:
                 **self.counts}
 
 
+def _partition_stats(pf: PartitionField, source: T.Type, lower: Any, upper: Any, *,
+                     nulls: bool, num_rows: int) -> P.ColumnStats | None:
+    """What a unit (a data file: ``num_rows`` 1; a manifest's summary: 2) of partition
+    values between ``lower`` and ``upper`` (their natural form) says under the field's
+    :func:`~.transforms.key`, in the type it is judged in (:func:`~.transforms.dtype`):
+    a monotone transform's values as the source values they stand for; None when the
+    field is not judged. ``nulls``: a null partition value is in it."""
+    dtype = X.dtype(pf.transform, source)
+    if dtype is None or pf.transform == "void":
+        return None
+    if lower is None and upper is None:
+        return P.ColumnStats(num_rows=1, null_count=1) if nulls else None
+    null_count = 1 if nulls else 0
+    if X.result_type(pf.transform, source) == "int":  # a day, as fastavro gives it
+        lower, upper = ((v - T.EPOCH).days if isinstance(v, dt.date) else v
+                        for v in (lower, upper))
+    if X.is_range(pf.transform, source):
+        low, high = X.span(pf.transform, source, lower), X.span(pf.transform, source, upper)
+        lower, upper = low and low[0], high and high[1]
+    return P.ColumnStats(num_rows=num_rows, min=lower, max=upper, null_count=null_count,
+                         dtype=dtype)
+
+
 def _summary_units(spec: Spec, types: dict[int, T.Type], summaries: Sequence[M.FieldSummary]
                    ) -> dict[str, P.ColumnStats]:
     unit: dict[str, P.ColumnStats] = {}
     for pf, s in zip(spec.fields, summaries, strict=False):
         source = types.get(pf.source_id)
-        if source is None or pf.transform == "void":
+        if source is None:
             continue
         rtype = X.result_type(pf.transform, source)
-        lo, hi = T.from_bytes(rtype, s.lower), T.from_bytes(rtype, s.upper)
-        if lo is None and hi is None and s.contains_null:  # only nulls
-            unit[X.key(pf)] = P.ColumnStats(num_rows=1, null_count=1)
-            continue
-        unit[X.key(pf)] = P.ColumnStats(num_rows=2, min=lo, max=hi,
-                                        null_count=1 if s.contains_null else 0,
-                                        dtype=T.polars_type(rtype))
+        found = _partition_stats(pf, source, T.from_bytes(rtype, s.lower),
+                                 T.from_bytes(rtype, s.upper), nulls=bool(s.contains_null),
+                                 num_rows=2)
+        if found is not None:
+            unit[X.key(pf)] = found
     return unit
 
 
@@ -67,15 +89,12 @@ def _value_unit(spec: Spec, types: dict[int, T.Type], values: Sequence[Any]
     unit: dict[str, P.ColumnStats] = {}
     for pf, v in zip(spec.fields, values, strict=False):
         source = types.get(pf.source_id)
-        if source is None or pf.transform == "void":
+        if source is None:
             continue
-        rtype = X.result_type(pf.transform, source)
-        if rtype == "int" and hasattr(v, "toordinal"):  # a day, as fastavro gives it
-            v = (v - T.EPOCH).days
-        value = T.natural(rtype, v)
-        unit[X.key(pf)] = P.ColumnStats(num_rows=1, min=value, max=value,
-                                        null_count=int(value is None),
-                                        dtype=T.polars_type(rtype))
+        value = T.natural(X.result_type(pf.transform, source), v)
+        found = _partition_stats(pf, source, value, value, nulls=value is None, num_rows=1)
+        if found is not None:
+            unit[X.key(pf)] = found
     return unit
 
 
