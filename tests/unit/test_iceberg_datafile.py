@@ -4,11 +4,15 @@ as the file's, and deletes applied (position, and equality with null equal to nu
 from __future__ import annotations
 
 import io
+import json
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from s3slice._errors import ObjectFormatError
+from s3slice.iceberg import columns as C
 from s3slice.iceberg import datafile as D
 from s3slice.iceberg.metadata import Field, Schema
 from s3slice.query import predicate as P
@@ -53,3 +57,169 @@ def test_equality_deletes_match_null_to_null() -> None:
                           "__s3slice_pos": [0, 1, 2]})
     deletes = pl.DataFrame({"__eq2": [None, "c"]}, schema={"__eq2": pl.String})
     assert D.apply_deletes(frame, [], [deletes])["id"].to_list() == [1]
+
+
+# -- nested fields by id, and files without ids through the name mapping ---------------
+
+def _ided(name: str, type_: pa.DataType, fid: int | None) -> pa.Field:
+    return pa.field(name, type_, metadata=None if fid is None else {
+        b"PARQUET:field_id": str(fid).encode()})
+
+
+def _parquet(table: pa.Table, row_group_size: int = 3) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=row_group_size)
+    return buf.getvalue()
+
+
+def _nested_file(*, ids: bool = True) -> bytes:
+    """``s`` (id 2: a int id 3, b string id 4), ``l`` (id 5: list of int, element id 6)
+    and ``m`` (id 7: map string id 8 to float id 9), over 10 rows in row groups of 3."""
+    def i(n: int) -> int | None:
+        return n if ids else None
+    s_type = pa.struct([_ided("a", pa.int32(), i(3)), _ided("b", pa.string(), i(4))])
+    l_type = pa.list_(_ided("element", pa.int32(), i(6)))
+    m_type = pa.map_(_ided("key", pa.string(), i(8)).with_nullable(False),
+                     _ided("value", pa.float32(), i(9)))
+    rows = range(10)
+    schema = pa.schema([_ided("id", pa.int64(), i(1)), _ided("s", s_type, i(2)),
+                        _ided("l", l_type, i(5)), _ided("m", m_type, i(7))])
+    return _parquet(pa.table([
+        pa.array(rows, pa.int64()),
+        pa.array([None if r == 4 else {"a": r, "b": f"b{r}"} for r in rows], s_type),
+        pa.array([None if r == 5 else [r, None][: r % 3] for r in rows], l_type),
+        pa.array([None if r == 6 else [("k", r / 2)][: r % 2] for r in rows], m_type),
+    ], schema=schema))
+
+
+def _struct(*fields: tuple[int, str, object]) -> dict[str, object]:
+    return {"type": "struct", "fields": [{"id": i, "name": n, "required": False, "type": t}
+                                         for i, n, t in fields]}
+
+
+EVOLVED = Schema(2, (
+    Field(1, "id", "long"),
+    # b renamed, a promoted and moved after it, c added (null in the file)
+    Field(2, "s", _struct((4, "bee", "string"), (3, "a", "long"), (10, "c", "double"))),
+    Field(5, "l", {"type": "list", "element-id": 6, "element": "long",
+                   "element-required": False}),
+    Field(7, "m", {"type": "map", "key-id": 8, "key": "string", "value-id": 9,
+                   "value": "double", "value-required": False}),
+    Field(11, "t", _struct((12, "x", "int"))),  # a struct added later: null
+))
+
+
+def _want() -> pl.DataFrame:
+    rows = range(10)
+    return pl.DataFrame({
+        "id": list(rows),
+        "s": [None if r == 4 else {"bee": f"b{r}", "a": r, "c": None} for r in rows],
+        "l": [None if r == 5 else [r, None][: r % 3] for r in rows],
+        "t": [None] * 10,
+    }, schema={"id": pl.Int64, "s": EVOLVED.by_name()["s"].dtype,
+               "l": pl.List(pl.Int64), "t": EVOLVED.by_name()["t"].dtype})
+
+
+def _check(frame: pl.DataFrame) -> None:
+    want = _want()
+    assert frame.schema == {**EVOLVED.polars()}
+    for name in ("id", "s", "l", "t"):
+        assert frame[name].to_list() == want[name].to_list(), name
+    assert frame["m"].to_list() == [None if r == 6 else ({"k": r / 2} if r % 2 else {})
+                                    for r in range(10)]
+
+
+def test_nested_fields_by_id_renamed_promoted_added_over_row_groups() -> None:
+    frame, groups, _ = D.read_rows(_nested_file(), "s3://b/f", EVOLVED, ["id", "s", "l", "m", "t"])
+    assert groups == 4
+    _check(frame.drop("__s3slice_pos"))
+
+
+def test_pruned_row_groups_project_nested_columns_of_the_groups_kept() -> None:
+    frame, _, read = D.read_rows(_nested_file(), "s3://b/f", EVOLVED, ["id", "s", "l", "m"],
+                                 predicate=P.Cmp("id", ">=", 7))
+    assert read == 2  # the groups of rows 6-8 and 9 (positions kept, rows not filtered)
+    assert frame["__s3slice_pos"].to_list() == [6, 7, 8, 9]
+    assert frame["s"].to_list() == [{"bee": f"b{r}", "a": r, "c": None} for r in (6, 7, 8, 9)]
+    assert frame["m"].to_list() == [None, {"k": 3.5}, {}, {"k": 4.5}]
+
+
+MAPPING = C.parse_mapping(json.dumps([
+    {"field-id": 1, "names": ["id"]},
+    {"field-id": 2, "names": ["s"], "fields": [{"field-id": 3, "names": ["a"]},
+                                               {"field-id": 4, "names": ["b", "bee"]}]},
+    {"field-id": 5, "names": ["l"], "fields": [{"field-id": 6, "names": ["element"]}]},
+    {"field-id": 7, "names": ["m"], "fields": [{"field-id": 8, "names": ["key"]},
+                                               {"field-id": 9, "names": ["value"]}]}]))
+
+
+def test_a_file_without_ids_is_read_through_the_name_mapping() -> None:
+    frame, _, _ = D.read_rows(_nested_file(ids=False), "s3://b/f", EVOLVED,
+                              ["id", "s", "l", "m", "t"], mapping=MAPPING)
+    _check(frame.drop("__s3slice_pos"))
+
+
+def test_ids_in_the_file_win_over_the_name_mapping() -> None:
+    swapped = C.parse_mapping(json.dumps([{"field-id": 1, "names": ["s"]},
+                                          {"field-id": 2, "names": ["id"]}]))
+    frame, _, _ = D.read_rows(_nested_file(), "s3://b/f", EVOLVED, ["id", "s"],
+                              mapping=swapped)
+    assert frame["id"].to_list() == list(range(10))
+
+
+def test_a_field_the_mapping_does_not_name_is_null() -> None:
+    partial = C.parse_mapping(json.dumps([{"field-id": 1, "names": ["id"]},
+                                          {"field-id": 2, "names": ["s"], "fields": [
+                                              {"field-id": 3, "names": ["a"]}]}]))
+    frame, _, _ = D.read_rows(_nested_file(ids=False), "s3://b/f", EVOLVED, ["s", "l"],
+                              mapping=partial)
+    assert frame["l"].null_count() == 10
+    assert frame["s"].to_list()[:2] == [{"bee": None, "a": 0, "c": None},
+                                        {"bee": None, "a": 1, "c": None}]
+
+
+def test_no_ids_and_no_mapping_or_only_some_ids_is_refused_by_name() -> None:
+    with pytest.raises(ObjectFormatError, match="name mapping") as info:
+        D.read_rows(_nested_file(ids=False), "s3://b/no-ids", EVOLVED, ["id"])
+    assert "s3://b/no-ids" in str(info.value)
+    some = pa.table([pa.array([1], pa.int64()), pa.array(["x"])], schema=pa.schema(
+        [_ided("id", pa.int64(), 1), _ided("s", pa.string(), None)]))
+    with pytest.raises(ObjectFormatError, match="field ids"):
+        D.read_rows(_parquet(some), "s3://b/some", SCHEMA, ["id"])
+
+
+def test_a_file_whose_shape_is_not_the_tables_is_refused_by_name() -> None:
+    wrong = Schema(3, (Field(2, "s", "string"),))
+    with pytest.raises(ObjectFormatError, match="'s'") as info:
+        D.read_rows(_nested_file(), "s3://b/shape", wrong, ["s"])
+    assert "s3://b/shape" in str(info.value)
+    element = Schema(3, (Field(5, "l", {"type": "list", "element-id": 99, "element": "int",
+                                        "element-required": False}),))
+    with pytest.raises(ObjectFormatError, match="field id 6"):
+        D.read_rows(_nested_file(), "s3://b/shape", element, ["l"])
+    text = Schema(3, (Field(4, "b", "int"),))
+    plain = pa.table([pa.array(["x"])], schema=pa.schema([_ided("b", pa.string(), 4)]))
+    with pytest.raises(ObjectFormatError, match="cannot be read as"):
+        D.read_rows(_parquet(plain), "s3://b/text", text, ["b"])
+
+
+def test_projection_of_sliced_nested_arrays_keeps_their_rows() -> None:
+    node = C.Node(1, "x", (C.Node(2, "l", (C.Node(3, "element"),)),))
+    t = _struct((2, "l", {"type": "list", "element-id": 3, "element": "long",
+                          "element-required": False}))
+    rows = [None if r % 4 == 0 else {"l": None if r % 3 == 0 else list(range(r % 5))}
+            for r in range(20)]
+    array = pa.array(rows, pa.struct([("l", pa.list_(pa.int32()))]))
+    for start in (0, 1, 5, 13):
+        got = C.project(t, node, array.slice(start, 6), "s3://b/f")
+        assert got.to_pylist() == rows[start:start + 6]
+
+
+MALFORMED = ["{}", '[{"names": 7}]', '[{"names": ["a"], "field-id": "1"}]',
+             '[{"fields": {"a": 1}}]', "not json"]
+
+
+@pytest.mark.parametrize("text", MALFORMED)
+def test_a_malformed_name_mapping_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match=r"name mapping|Expecting value"):
+        C.parse_mapping(text)

@@ -64,8 +64,13 @@ def _column(table: pa.Table, node: C.Node | None, field: Field, rows: int, uri: 
     dtype = field.dtype
     if node is None:
         return pl.Series(field.name, [None] * rows, dtype=dtype)
-    array = table.column(node.name).combine_chunks()
-    series = pl.from_arrow(C.project(field.type, node, array, uri))
+    column = table.column(node.name)
+    if isinstance(field.type, dict):  # nested: projected a row group (chunk) at a time
+        column = pa.chunked_array([C.project(field.type, node, chunk, uri)
+                                   for chunk in column.chunks or [column.combine_chunks()]])
+    else:
+        C.project(field.type, node, column, uri)  # refuses a nested column read as a primitive
+    series = pl.from_arrow(column)
     assert isinstance(series, pl.Series)
     series = series.alias(field.name)
     if series.dtype == dtype:
