@@ -187,7 +187,9 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
 
     # --- the workflow -------------------------------------------------------------------
     acknowledge_workflow(stack.workflow, reader.function,
-                         _exact(stack, stack.workflow_results_location.objects_arn), log)
+                         _exact(stack, stack.workflow_results_location.objects_arn), log,
+                         items_pattern="|".join(_exact(stack, location.objects_arn)
+                                                for location in stack.partials_locations))
 
     # --- CDK's S3 notifications handler (a singleton custom resource) ---------------------
     acknowledge_notifications_handler(stack, log)
@@ -241,10 +243,13 @@ def acknowledge_notifications_handler(stack: _HasNode, log: list[Acknowledged]) 
 
 
 def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
-                         results_pattern: str, log: list[Acknowledged]) -> None:
+                         results_pattern: str, log: list[Acknowledged], *,
+                         items_pattern: str) -> None:
     """The workflow's findings: invoking ``function`` (and its versions), vended logs and
     X-Ray, the Map Run results under ``results_pattern`` (a regex of the rendered
-    ``bucket/prefix*`` ARN) and the Distributed Map's own child executions and Map Runs."""
+    ``bucket/prefix*`` ARN), a table's planned items read from the ``_partials/``
+    folders ``items_pattern`` renders, and the Distributed Maps' own child executions and
+    Map Runs."""
     stack = cdk.Stack.of(workflow)
     state_machine = workflow.state_machine
     machine_policy = state_machine.role.node.find_child("DefaultPolicy")
@@ -271,6 +276,13 @@ def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
                                "s3:AbortMultipartUpload"}),
             reason="The Distributed Map's ResultWriter writes Map Run results under the "
                    "workflow results prefix only (bucket/prefix*)."),
+        WildcardAllowance(
+            pattern=items_pattern,
+            actions=frozenset({"s3:GetObject"}),
+            reason="The table path's Distributed Map reads the data files a table's "
+                   "planning step wrote as its items (<output>_partials/<run>/items.json), "
+                   "only in _partials/ folders under the output prefix "
+                   "(bucket/prefix_partials/* and bucket/prefix*/_partials/*)."),
     ], log)
     distributed_map_policy = state_machine.node.try_find_child("DistributedMapPolicy")
     if isinstance(distributed_map_policy, iam.Policy):
@@ -285,7 +297,7 @@ def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
                        "redriving this state machine's executions only."),
             WildcardAllowance(
                 pattern=(r"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
-                         r"mapRun:.*/s3slice:\*"),
+                         r"mapRun:.*/s3slice(-table)?:\*"),
                 actions=frozenset({"states:DescribeMapRun"}),
                 reason="Map Runs have generated ids; the workflow counts its batches by "
                        "describing the Map Runs of its own state machine's labelled "

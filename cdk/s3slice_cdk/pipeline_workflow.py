@@ -1,18 +1,25 @@
-"""A pipeline's prefix workflow: the Distributed Map and reduce step over every object
-under the pipeline's source prefix, with the pipeline's query and output as its defaults.
+"""A pipeline's workflow: the Distributed Map and reduce step over every object under
+the pipeline's source prefix (or over an Iceberg table's snapshot, an input with
+``"source": {"iceberg": ...}``), with the pipeline's query and output as its defaults.
 
 ``Pipeline.add_workflow`` makes it. The grants mirror the repository's stack: the state
-machine lists only the pipeline's source location and writes its Map Run results only
-under the results prefix (registered with the stack's guard as an output, so no pipeline
-can watch it); the function may list and read back partial answers only in ``_partials/``
-folders under the pipeline's output prefix (writing them is its output grant). A
-``WorkflowFailures`` alarm notifies the pipeline's alarm topic.
+machine lists only the pipeline's source location, reads a table's planned items only in
+``_partials/`` folders under the pipeline's output prefix and writes its Map Run results
+only under the results prefix (registered with the stack's guard as an output, so no
+pipeline can watch it); the function may list and read back partial answers only in those
+``_partials/`` folders (writing them is its output grant). Tables are read only where
+``table_locations`` say (``s3:GetObject`` and a prefix-conditioned ``s3:ListBucket``, each
+registered with the guard as a read location), and a table named in the Glue Data
+Catalog only if it is one of ``glue_tables`` (``glue:GetTable`` on the catalog, its
+database and that table). A ``WorkflowFailures`` alarm notifies the pipeline's alarm
+topic.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from aws_cdk import Aws, Duration, Stack
@@ -49,6 +56,14 @@ class PipelineWorkflowProps:
     timeout: Duration = dataclasses.field(default_factory=lambda: Duration.hours(24))
     #: The state machine's log retention in days.
     log_retention_days: int = 30
+    #: Where the Iceberg tables the workflow may run over live (their metadata, manifests,
+    #: data and delete files): a warehouse or a table's folder each (``prefix`` ending
+    #: with ``/``; ``BucketPrefix`` of ``s3slice_cdk.grants``). None: no table is readable.
+    table_locations: Sequence[BucketPrefix] = ()
+    #: The tables named in the AWS Glue Data Catalog (``"database.table"``) the workflow
+    #: may run over (``{"iceberg": {"glue": "database.table"}}``); their files must lie in
+    #: ``table_locations``.
+    glue_tables: Sequence[str] = ()
 
 
 def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
@@ -62,9 +77,11 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
                             f"(ending with '/') of letters, digits and / ! - _ . ' ( ) =")
     if not 0 <= props.tolerated_failure_percentage <= 100:
         raise SettingsError(f"{owner}: tolerated_failure_percentage must be 0..100")
+    _check_tables(props, owner)
     results = BucketPrefix(bucket=p.output_bucket, prefix=results_prefix)
     PipelineGuard.of(pipeline).register(
-        [location(p.output_bucket, results_prefix, "output", owner)])
+        [location(p.output_bucket, results_prefix, "output", owner),
+         *(location(t.bucket, t.prefix, "read", owner) for t in props.table_locations)])
 
     function = p.function
     workflow = Workflow(pipeline, "Workflow", props=WorkflowProps(
@@ -88,13 +105,23 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
     grants.grant_get_objects(function.function, partials, accounts=accounts)
     grants.grant_list(function.function, partials, accounts=accounts)
     pipeline.acknowledgments.partials.extend(partials)
+    if props.table_locations:
+        tables = list(props.table_locations)
+        grants.grant_get_objects(function.function, tables, accounts=accounts)
+        grants.grant_list(function.function, tables, accounts=accounts)
+        pipeline.acknowledgments.locations.extend(tables)
+    if props.glue_tables:
+        function.function.add_to_role_policy(_glue_get_tables(pipeline, props.glue_tables))
     machine = workflow.state_machine
     grants.grant_list(machine, [pipeline.watched], accounts=accounts)
+    grants.grant_get_objects(machine, partials, accounts=accounts)  # a table's items
     grants.grant_put_objects(machine, results, accounts=accounts, actions=RESULT_WRITER_ACTIONS)
     grants.grant_kms(machine, list(p.kms_keys), KMS_WRITE_ACTIONS)
     log: list[Acknowledged] = []
-    acknowledge_workflow(workflow, function.function,
-                         _exact(Stack.of(pipeline), results.objects_arn), log)
+    stack = Stack.of(pipeline)
+    acknowledge_workflow(workflow, function.function, _exact(stack, results.objects_arn), log,
+                         items_pattern="|".join(_exact(stack, location.objects_arn)
+                                                for location in partials))
     pipeline.acknowledgments.log.extend(log)
 
     period = Duration.minutes(5)
@@ -127,3 +154,33 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
 
 def _exact(stack: Stack, value: str) -> str:
     return re.escape(nag_rendering(stack.resolve(value)))
+
+
+def _check_tables(props: PipelineWorkflowProps, owner: str) -> None:
+    for table in props.table_locations:
+        bad = sorted(set(table.prefix) - KEY_CHARACTERS)
+        if (table.prefix and not table.prefix.endswith("/")) or bad:
+            raise SettingsError(f"{owner}: table_locations: {table.prefix!r} must be a folder "
+                                f"(ending with '/') of letters, digits and / ! - _ . ' ( ) =")
+    for name in props.glue_tables:
+        database, dot, table_name = name.partition(".")
+        if not (dot and _GLUE_NAME.fullmatch(database) and _GLUE_NAME.fullmatch(table_name)):
+            raise SettingsError(f"{owner}: glue_tables: {name!r} is not 'database.table'")
+
+
+#: A Glue database's or table's name, as an ARN may name it exactly.
+_GLUE_NAME = re.compile(r"[a-z0-9_-]{1,255}")
+
+
+def _glue_get_tables(pipeline: Pipeline, names: Sequence[str]) -> iam.PolicyStatement:
+    """``glue:GetTable`` on exactly these tables (Glue checks the catalog and the
+    database too)."""
+    stack = Stack.of(pipeline)
+
+    def arn(resource: str, name: str | None = None) -> str:
+        return stack.format_arn(service="glue", resource=resource, resource_name=name)
+    databases = sorted({n.partition(".")[0] for n in names})
+    return iam.PolicyStatement(
+        actions=["glue:GetTable"],
+        resources=[arn("catalog"), *(arn("database", d) for d in databases),
+                   *(arn("table", n.replace(".", "/", 1)) for n in names)])

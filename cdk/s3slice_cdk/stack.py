@@ -32,7 +32,8 @@ class S3SliceStack(Stack):
     output prefix (``s3:PutObject``, ``s3:AbortMultipartUpload``, ``s3:DeleteObject``),
     and list and read back the workflow's partial answers only in ``_partials/`` folders
     under the output prefix. The workflow may list the same locations as the function,
-    write its Map Run results under the results prefix and describe its own Map Runs. Every S3
+    read a table's planned items in those ``_partials/`` folders, write its Map Run
+    results under the results prefix and describe its own Map Runs. Every S3
     statement holds only for buckets owned by the deploying account or ``bucketAccounts``
     (``s3:ResourceAccount``); ``kmsKeyArns`` adds ``kms:Decrypt`` (reads) and
     ``kms:GenerateDataKey`` (writes) on exactly those keys, through S3 in the region.
@@ -188,6 +189,8 @@ class S3SliceStack(Stack):
         ))
         state_machine = self.workflow.state_machine
         grants.grant_list(state_machine, readable, accounts=accounts)
+        # A table's planned data files, the table path's items (``items.json``).
+        grants.grant_get_objects(state_machine, self.partials_locations, accounts=accounts)
         grants.grant_put_objects(state_machine, results, accounts=accounts,
                                  actions=RESULT_WRITER_ACTIONS)
         grants.grant_kms(state_machine, self.kms_keys, KMS_WRITE_ACTIONS)

@@ -29,6 +29,22 @@ every one of those batches left its partial answer, so a failed batch never yiel
 combined answer, whatever the map tolerated; for any other query it answers
 ``{"reduced": false}``.
 
+An input whose ``source`` is an Iceberg table (``{"source": {"iceberg":
+"s3://b/warehouse/db/t/metadata/v3.metadata.json"}}``, or ``{"iceberg": {"glue":
+"db.t"}}``, with an optional ``snapshot_id`` or ``as_of``) takes the table path instead
+(``Source``, a ``Choice`` on ``$.source`` being present; the prefix path's states are the
+same): the planning step invokes ``{"PlanTable": {"source", "query", "output", "run"}}``,
+which plans the snapshot from metadata, writes the planned data files as a JSON array to
+``<output>_partials/<run>/items.json`` and answers ``{"combines", "items": {"bucket",
+"key", "count"}, "stats"}`` (kept at ``$.plan``: the files and bytes metadata pruned), or
+refuses what the check refuses and a table it cannot read. A second Distributed Map
+(label ``s3slice-table``) reads that array (``ItemReader`` ``s3:getObject``, ``InputType``
+JSON, its bucket and key from ``$.plan.items``), batches the files with ``{"BatchInput":
+{"query", "output", "run"}}`` and invokes the function per batch; its tolerance is chosen
+as the prefix map's, and the same ``CountBatches`` and reduce steps follow it. The state
+machine's role must be allowed ``s3:GetObject`` on the ``_partials/`` folders (the
+composing stack grants it).
+
 The events' fields are the function's (``BATCH_INPUT_FIELDS``, ``CHECK_FIELDS``,
 ``REDUCE_FIELDS`` of ``functions/s3slice/contract.py``, via ``contract``): checked here, at
 import.
@@ -46,34 +62,27 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from .contract import BATCH_INPUT_FIELDS, CHECK_FIELDS, REDUCE_FIELDS
 from .function import retention
-from .service_errors import PERMANENT_ERRORS, RETRYABLE_ERRORS
 from .settings import OutputFormat
-
-#: Lambda's own transient errors: retried with backoff.
-LAMBDA_RETRYABLE_ERRORS = (
-    "Lambda.TooManyRequestsException",
-    "Lambda.ServiceException",
-    "Lambda.AWSLambdaException",
-    "Lambda.SdkClientException",
-    "Lambda.ClientExecutionTimeoutException",
+from .workflow_states import (
+    LAMBDA_RETRYABLE_ERRORS,
+    SFN_RETRYABLE_ERRORS,
+    THROTTLED_ERROR,
+    TRANSIENT_ERRORS,
+    UngrantedS3JsonItemReader,
+    UngrantedS3ObjectsItemReader,
+    distributed_map,
+    from_paths,
+    function_task,
 )
-#: The service's throttling error: retried with a longer interval than the other
-#: retryable errors (``RETRYABLE_ERRORS``). Every permanent one (``PERMANENT_ERRORS``) is
-#: caught and fails the batch at once. Step Functions matches each by its exact name.
-THROTTLED_ERROR = "S3SliceThrottledError"
-if THROTTLED_ERROR not in RETRYABLE_ERRORS:
-    raise ImportError(f"{THROTTLED_ERROR} is no longer one of the function's retryable "
-                      f"errors {RETRYABLE_ERRORS}; update the workflow's retries")
-#: The other retryable errors (network failures that outlived the function's retries).
-TRANSIENT_ERRORS = tuple(e for e in RETRYABLE_ERRORS if e != THROTTLED_ERROR)
 
-#: Step Functions' own transient errors, from the ``DescribeMapRun`` SDK call.
-SFN_RETRYABLE_ERRORS = ("Sfn.SfnException", "Sfn.ThrottlingException")
+__all__ = ["BATCH_INPUT", "CHECK_INPUT", "LAMBDA_RETRYABLE_ERRORS", "MAP_RUN_LABEL",
+           "PLAN_INPUT", "REDUCE_INPUT", "SFN_RETRYABLE_ERRORS", "TABLE_BATCH_INPUT",
+           "TABLE_MAP_RUN_LABEL", "THROTTLED_ERROR", "TRANSIENT_ERRORS", "Workflow",
+           "WorkflowProps"]
 
 #: What each event the workflow sends the function carries, as a path into the state's
 #: input (or its context object) per field: a map batch's ``BatchInput``, the check step's
@@ -84,6 +93,11 @@ BATCH_INPUT = {"query": "$.query", "output": "$.output", "bucket": "$.bucket",
 CHECK_INPUT = {"query": "$.query", "output": "$.output"}
 REDUCE_INPUT = {"run": "$$.Execution.Name", "query": "$.query", "output": "$.output",
                 "batches": "$.count.batches"}
+#: The table path's planning step (``{"PlanTable": ...}``, ``s3slice.entry.tables``) and
+#: its batches' ``BatchInput`` (a table's items name their files: no bucket).
+PLAN_INPUT = {"source": "$.source", "query": "$.query", "output": "$.output",
+              "run": "$$.Execution.Name"}
+TABLE_BATCH_INPUT = {f: p for f, p in BATCH_INPUT.items() if f != "bucket"}
 for _event, _paths, _fields in (("BatchInput", BATCH_INPUT, BATCH_INPUT_FIELDS),
                                 ("Check", CHECK_INPUT, CHECK_FIELDS),
                                 ("Reduce", REDUCE_INPUT, REDUCE_FIELDS)):
@@ -93,33 +107,18 @@ for _event, _paths, _fields in (("BatchInput", BATCH_INPUT, BATCH_INPUT_FIELDS),
 
 #: The Distributed Map's label: its Map Run ARNs are ``...:mapRun:<state machine>/<label>:<id>``.
 MAP_RUN_LABEL = "s3slice"
+#: The table path's Distributed Map's label.
+TABLE_MAP_RUN_LABEL = "s3slice-table"
 
 #: The feature flag under which ``resultWriterV2`` is rendered (set on this construct).
 RESULT_WRITER_V2_FLAG = "@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2"
 
 
-class _UngrantedS3ObjectsItemReader(sfn.S3ObjectsItemReader):
-    """An ItemReader that grants nothing by itself.
-
-    CDK's reader grants ``s3:ListBucket`` on ``*`` when the bucket comes from the input;
-    here the stack grants listing only the configured buckets and prefixes instead.
-    """
-
-    def provide_policy_statements(self) -> list[iam.PolicyStatement]:
-        return []
-
-
-class _UngrantedResultWriterV2(sfn.ResultWriterV2):
-    """A ResultWriter that grants nothing by itself (CDK's grants the whole bucket)."""
-
-    def provide_policy_statements(self) -> list[iam.PolicyStatement]:
-        return []
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WorkflowProps:
-    """What the prefix workflow runs and where, every prop keyword-only. The caller grants
-    the state machine listing the locations it may read and writing the results prefix."""
+    """What the workflow runs and where, every prop keyword-only. The caller grants the
+    state machine listing the locations it may read, reading a table's planned items (the
+    ``_partials/`` folders of the outputs) and writing the results prefix."""
 
     #: The function (or its alias) every task invokes.
     function: lambda_.IFunction
@@ -159,7 +158,9 @@ class Workflow(Construct):
 
     Attributes: ``state_machine``, ``log_group``, ``check``, ``tolerance`` (the
     ``Choice``), ``no_failed_batches`` (its ``Pass`` for a combining query),
-    ``distributed_map``, ``task`` (a batch), ``count_batches``, ``reduce``.
+    ``distributed_map``, ``task`` (a batch), ``count_batches``, ``reduce``; the table
+    path's ``source`` (the ``Choice`` between the paths), ``plan_table``,
+    ``table_tolerance``, ``table_no_failed_batches``, ``table_map`` and ``table_task``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, props: WorkflowProps) -> None:
@@ -187,13 +188,13 @@ class Workflow(Construct):
             output_path="$.merged",
         )
 
-        self.check = _function_task(
+        self.check = function_task(
             self, props.function, "Check",
             "Before any batch runs: does the query combine objects, and can it be split "
             "exactly? ({Check: {query, output}})",
             failed=("QueryRefused", "A typed error of the check (a query that cannot be "
                     "split exactly, a malformed query or output): no batch has run"),
-            payload=sfn.TaskInput.from_object({"Check": _from_paths(CHECK_INPUT)}),
+            payload=sfn.TaskInput.from_object({"Check": from_paths(CHECK_INPUT)}),
             result_selector={"combines.$": "$.combines"},
             result_path="$.check",
         )
@@ -210,33 +211,22 @@ class Workflow(Construct):
                     "input's toleratedFailurePercentage",
         )
 
-        self.task = _function_task(
+        self.task = function_task(
             self, props.function, "QueryBatch",
             "One batch of objects: {Items, BatchInput: {query, output, bucket, run}}",
             failed=("PermanentError", "A typed error that retrying cannot fix; counts "
                     "against the tolerance"),
         )
 
-        self.distributed_map = sfn.DistributedMap(
-            self, "ProcessObjects",
+        self.distributed_map = distributed_map(
+            self, "ProcessObjects", **_map_settings(props),
             comment="Every object under the prefix, in batches, through the function",
             label=MAP_RUN_LABEL,
-            item_reader=_UngrantedS3ObjectsItemReader(
+            item_reader=UngrantedS3ObjectsItemReader(
                 bucket_name_path=sfn.JsonPath.string_at("$.bucket"),
                 prefix=sfn.JsonPath.string_at("$.prefix"),
             ),
-            item_batcher=sfn.ItemBatcher(
-                max_items_per_batch=props.items_per_batch,
-                # ItemBatcher's BatchInput is rendered as given (no JsonPath tokens)
-                batch_input={f"{field}.$": path for field, path in BATCH_INPUT.items()},
-            ),
-            max_concurrency=props.max_concurrency,
-            tolerated_failure_percentage_path="$.toleratedFailurePercentage",
-            result_writer_v2=_UngrantedResultWriterV2(
-                bucket=props.results_bucket,
-                prefix=props.results_prefix,
-            ),
-            result_path="$.map",
+            batch_input=BATCH_INPUT,
         )
         self.distributed_map.item_processor(self.task)
 
@@ -258,17 +248,18 @@ class Workflow(Construct):
                                      interval=Duration.seconds(1), max_attempts=5,
                                      backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
 
-        self.reduce = _function_task(
+        self.reduce = function_task(
             self, props.function, "Reduce",
             "Combines the batches' partial answers (a query that combines objects); "
             "answers {reduced: false} for any other query",
             failed=("ReduceFailed", "A typed error of the reduce: a batch's partial answer "
                     "is missing, or retrying cannot fix it"),
-            payload=sfn.TaskInput.from_object({"Reduce": _from_paths(REDUCE_INPUT)}),
+            payload=sfn.TaskInput.from_object({"Reduce": from_paths(REDUCE_INPUT)}),
             result_path="$.reduce",
         )
 
         self.distributed_map.next(self.count_batches).next(self.reduce)
+        self._add_table_path(props)
 
         self.log_group = logs.LogGroup(
             self, "Logs",
@@ -277,13 +268,21 @@ class Workflow(Construct):
         )
         self.state_machine = sfn.StateMachine(
             self, "StateMachine",
-            comment="s3slice: one query over every object under an S3 prefix",
+            comment="s3slice: one query over every object under an S3 prefix, or over an "
+                    "Iceberg table's snapshot",
             definition_body=sfn.DefinitionBody.from_chainable(
-                defaults.next(apply_defaults).next(self.check).next(
-                    self.tolerance
-                    .when(sfn.Condition.boolean_equals("$.check.combines", True),
-                          self.no_failed_batches.next(self.distributed_map))
-                    .otherwise(self.distributed_map)
+                defaults.next(apply_defaults).next(
+                    self.source
+                    .when(sfn.Condition.is_present("$.source"), self.plan_table.next(
+                        self.table_tolerance
+                        .when(sfn.Condition.boolean_equals("$.plan.combines", True),
+                              self.table_no_failed_batches.next(self.table_map))
+                        .otherwise(self.table_map)))
+                    .otherwise(self.check.next(
+                        self.tolerance
+                        .when(sfn.Condition.boolean_equals("$.check.combines", True),
+                              self.no_failed_batches.next(self.distributed_map))
+                        .otherwise(self.distributed_map)))
                     .afterwards())),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=props.timeout,
@@ -301,39 +300,64 @@ class Workflow(Construct):
             actions=["states:DescribeMapRun"],
             resources=[Stack.of(self).format_arn(
                 service="states", resource="mapRun",
-                resource_name=f"{state_machine_name}/{MAP_RUN_LABEL}:*",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME)],
+                resource_name=f"{state_machine_name}/{label}:*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME)
+                for label in (MAP_RUN_LABEL, TABLE_MAP_RUN_LABEL)],
         ))
 
+    def _add_table_path(self, props: WorkflowProps) -> None:
+        """The states of an input whose source is a table (see the module): ``source``
+        (the Choice), ``plan_table``, ``table_tolerance``, ``table_no_failed_batches``,
+        ``table_map`` and its ``table_task``; the map is followed by ``count_batches``."""
+        self.source = sfn.Choice(
+            self, "Source",
+            comment="An Iceberg table ({source: {iceberg: ...}}): its planned data files; "
+                    "else every object under the prefix",
+        )
+        self.plan_table = function_task(
+            self, props.function, "PlanTable",
+            "A table's scan planned from metadata: its data files written as the map's "
+            "items ({PlanTable: {source, query, output, run}})",
+            failed=("TableRefused", "A typed error of the planning step (a table it cannot "
+                    "read, a query that cannot be split exactly): no batch has run"),
+            payload=sfn.TaskInput.from_object({"PlanTable": from_paths(PLAN_INPUT)}),
+            result_selector={"combines.$": "$.combines", "items.$": "$.items",
+                             "stats.$": "$.stats"},
+            result_path="$.plan",
+        )
+        self.table_no_failed_batches = sfn.Pass(
+            self, "TableToleratesNoFailedBatch",
+            comment="A query that combines rows: the map fails at its first failed batch",
+            result=sfn.Result.from_number(0),
+            result_path="$.toleratedFailurePercentage",
+        )
+        self.table_tolerance = sfn.Choice(
+            self, "TableTolerance",
+            comment="The map's tolerance: 0 for a query that combines rows, else the "
+                    "input's toleratedFailurePercentage",
+        )
+        self.table_task = function_task(
+            self, props.function, "QueryTableBatch",
+            "One batch of a table's planned data files: {Items: [{iceberg, snapshot_id, "
+            "file, ...}], BatchInput: {query, output, run}}",
+            failed=("TableBatchFailed", "A typed error that retrying cannot fix; counts "
+                    "against the tolerance"),
+        )
+        self.table_map = distributed_map(
+            self, "ProcessTableFiles", **_map_settings(props),
+            comment="Every data file the plan kept, in batches, through the function",
+            label=TABLE_MAP_RUN_LABEL,
+            item_reader=UngrantedS3JsonItemReader(
+                bucket_name_path=sfn.JsonPath.string_at("$.plan.items.bucket"),
+                key=sfn.JsonPath.string_at("$.plan.items.key"),
+            ),
+            batch_input=TABLE_BATCH_INPUT,
+        )
+        self.table_map.item_processor(self.table_task)
+        self.table_map.next(self.count_batches)
 
-def _from_paths(paths: Mapping[str, str]) -> dict[str, Any]:
-    """State parameters: each field taken from its path (rendered as ``"field.$": path``)."""
-    return {field: sfn.JsonPath.string_at(path) for field, path in paths.items()}
 
-
-def _function_task(scope: Construct, function: lambda_.IFunction, name: str, comment: str, *,
-                   failed: tuple[str, str], **options: Any) -> tasks.LambdaInvoke:
-    """A task invoking the function (its response is the state's result), with the error
-    contract of :func:`_retry_and_catch`; a permanent error ends in the Fail state
-    ``failed`` (name, comment)."""
-    task = tasks.LambdaInvoke(scope, name, comment=comment, lambda_function=function,
-                              payload_response_only=True, retry_on_service_exceptions=False,
-                              **options)
-    fail_name, fail_comment = failed
-    _retry_and_catch(task, sfn.Fail(scope, fail_name, comment=fail_comment,
-                                    error_path="$.failure.Error",
-                                    cause_path="$.failure.Cause"))
-    return task
-
-
-def _retry_and_catch(task: tasks.LambdaInvoke, permanent: sfn.Fail) -> None:
-    """The error contract: Lambda's and the service's transient errors retried with
-    backoff (throttling with a longer interval), every permanent one caught and failed."""
-    task.add_retry(errors=list(LAMBDA_RETRYABLE_ERRORS), interval=Duration.seconds(2),
-                   max_attempts=6, backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
-    task.add_retry(errors=[THROTTLED_ERROR], interval=Duration.seconds(5),
-                   max_attempts=6, backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
-    if TRANSIENT_ERRORS:
-        task.add_retry(errors=list(TRANSIENT_ERRORS), interval=Duration.seconds(2),
-                       max_attempts=3, backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
-    task.add_catch(permanent, errors=list(PERMANENT_ERRORS), result_path="$.failure")
+def _map_settings(props: WorkflowProps) -> dict[str, Any]:
+    """What both Distributed Maps take from the props."""
+    return {"items_per_batch": props.items_per_batch, "max_concurrency": props.max_concurrency,
+            "results_bucket": props.results_bucket, "results_prefix": props.results_prefix}

@@ -368,9 +368,10 @@ def test_three_pipelines_pass_cdk_nag_with_the_existing_acknowledgments(
     _, app_stack = build_app({**cdk_json_context(), "nag": False,
                               "layerDir": str(stand_in_layer)})
     assert workflow <= {a.reason for a in app_stack.nag_acknowledgments}
-    # Logs and X-Ray, the results prefix, child executions, Map Runs; no ``function:*``
-    # invoke grant to acknowledge: the SnapStart function's tasks invoke its alias.
-    assert len(workflow) == 4
+    # Logs and X-Ray, the results prefix, a table's items in _partials/, child
+    # executions, Map Runs; no ``function:*`` invoke grant to acknowledge: the SnapStart
+    # function's tasks invoke its alias.
+    assert len(workflow) == 5
 
 
 def test_three_pipelines_pass_cfn_lint(three: tuple[cdk.Stack, dict[str, Any]]) -> None:

@@ -70,7 +70,7 @@ def test_input_defaults_come_from_the_settings(definition: dict[str, Any]) -> No
     merge = definition["States"]["ApplyDefaults"]
     assert merge["Parameters"] == {"merged.$": "States.JsonMerge($.defaults, $.input, false)"}
     assert merge["OutputPath"] == "$.merged"
-    assert merge["Next"] == "Check"
+    assert merge["Next"] == "Source"  # then Check, for a prefix (test_table_workflow.py)
 
 
 def test_the_check_step_runs_before_the_map(definition: dict[str, Any],
@@ -345,11 +345,16 @@ def test_describes_only_its_own_map_runs(default: tuple[Workflow, Template]) -> 
                   for statement in policy["Properties"]["PolicyDocument"]["Statement"]
                   if statement["Action"] == "states:DescribeMapRun"]
     name = {"Fn::Select": [6, {"Fn::Split": [":", {"Ref": machine}]}]}
-    assert statements == [{"Action": "states:DescribeMapRun", "Effect": "Allow",
-                           "Resource": {"Fn::Join": ["", [
-                               "arn:", {"Ref": "AWS::Partition"}, ":states:",
-                               {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
-                               ":mapRun:", name, "/s3slice:*"]]}}]
+
+    def map_runs(label: str) -> dict[str, Any]:
+        return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":states:",
+                                  {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
+                                  ":mapRun:", name, f"/{label}:*"]]}
+    (statement,) = statements
+    assert statement["Effect"] == "Allow"
+    # the prefix map's and the table map's (test_table_workflow.py)
+    assert sorted(statement["Resource"], key=json.dumps) == sorted(
+        [map_runs("s3slice"), map_runs("s3slice-table")], key=json.dumps)
 
 
 def test_settings_reach_the_definition() -> None:

@@ -13,18 +13,19 @@ map lists are the ones the handler reads.
 
 moto 5.2.5's grammar has no ``ItemBatcher`` (creating a state machine with one fails with
 ``ASLParserException ... mismatched input 'ItemBatcher'``). So the test rewrites exactly
-that block into an equivalent form and asserts that it is the only difference from the
-synthesized definition: ``ItemSelector`` ``{"Items.$": "$$.Map.Item.Value", "BatchInput":
-<the BatchInput, unchanged>}``, with the listing grouped into lists of
-``MaxItemsPerBatch`` objects (the batching the removed block asks of Step Functions) in
-the interpreter's S3 item reader, which also gives each object the fields and types Step
-Functions lists (``Key``, ``Size``, ``Etag``, ``LastModified`` in epoch seconds,
-``StorageClass``) instead of boto3's ``datetime``, which moto cannot serialize. Every other
-state runs as synthesized. One more seam of the interpreter is patched, not touching the
-definition: moto's SDK integration passes ``Parameters`` to boto3 as written, so
-``CountBatches``' ``MapRunArn`` (Step Functions' SDK integrations name fields in
-PascalCase) is given to boto3 as ``mapRunArn`` and the response's fields come back in
-PascalCase (``ExecutionCounts.Total``).
+that block of each Distributed Map (the prefix's, and the table path's, which these
+executions never enter) into an equivalent form and asserts that it is the only
+difference from the synthesized definition: ``ItemSelector`` ``{"Items.$":
+"$$.Map.Item.Value", "BatchInput": <the BatchInput, unchanged>}``, with the listing
+grouped into lists of ``MaxItemsPerBatch`` objects (the batching the removed block asks
+of Step Functions) in the interpreter's S3 item reader, which also gives each object the
+fields and types Step Functions lists (``Key``, ``Size``, ``Etag``, ``LastModified`` in
+epoch seconds, ``StorageClass``) instead of boto3's ``datetime``, which moto cannot
+serialize. Every other state runs as synthesized. One more seam of the interpreter is
+patched, not touching the definition: moto's SDK integration passes ``Parameters`` to
+boto3 as written, so ``CountBatches``' ``MapRunArn`` (Step Functions' SDK integrations
+name fields in PascalCase) is given to boto3 as ``mapRunArn`` and the response's fields
+come back in PascalCase (``ExecutionCounts.Total``).
 
 moto evaluates ``ToleratedFailurePercentagePath`` (a value outside 0..100 fails the
 state) and records it in the Map Run (``DescribeMapRun``), but does not enforce it: every
@@ -125,29 +126,42 @@ def synthesized_definition(**overrides: Any) -> dict[str, Any]:
     return parsed
 
 
+#: The definition's Distributed Maps: over a prefix's objects, and over a table's planned
+#: data files (``test_iceberg_workflow_execution.py``).
+MAPS = ("ProcessObjects", "ProcessTableFiles")
+
+
 def without_item_batcher(definition: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The definition with its ``ItemBatcher`` as an ``ItemSelector`` over pre-grouped
-    items, and the batch size the listing must be grouped by."""
+    """The definition with each map's ``ItemBatcher`` as an ``ItemSelector`` over
+    pre-grouped items, and the batch size the items must be grouped by (the same for
+    both maps)."""
     runnable = copy.deepcopy(definition)
-    distributed_map = runnable["States"]["ProcessObjects"]
-    batcher = distributed_map.pop("ItemBatcher")
-    assert set(batcher) == {"MaxItemsPerBatch", "BatchInput"}
-    assert "ItemSelector" not in distributed_map
-    distributed_map["ItemSelector"] = {"Items.$": "$$.Map.Item.Value",
-                                       "BatchInput": batcher["BatchInput"]}
-    return runnable, int(batcher["MaxItemsPerBatch"])
+    sizes = set()
+    for name in MAPS:
+        distributed_map = runnable["States"][name]
+        batcher = distributed_map.pop("ItemBatcher")
+        assert set(batcher) == {"MaxItemsPerBatch", "BatchInput"}
+        assert "ItemSelector" not in distributed_map
+        distributed_map["ItemSelector"] = {"Items.$": "$$.Map.Item.Value",
+                                           "BatchInput": batcher["BatchInput"]}
+        sizes.add(int(batcher["MaxItemsPerBatch"]))
+    (size,) = sizes
+    return runnable, size
 
 
 def test_the_item_batcher_is_the_only_rewrite() -> None:
     synthesized = synthesized_definition()
+    assert sorted(n for n, s in synthesized["States"].items() if s["Type"] == "Map") == sorted(
+        MAPS)
     runnable, size = without_item_batcher(synthesized)
     assert size == BATCH
     assert runnable != synthesized
     restored = copy.deepcopy(runnable)
-    distributed_map = restored["States"]["ProcessObjects"]
-    selector = distributed_map.pop("ItemSelector")
-    distributed_map["ItemBatcher"] = {"MaxItemsPerBatch": BATCH,
-                                      "BatchInput": selector["BatchInput"]}
+    for name in MAPS:
+        distributed_map = restored["States"][name]
+        selector = distributed_map.pop("ItemSelector")
+        distributed_map["ItemBatcher"] = {"MaxItemsPerBatch": BATCH,
+                                          "BatchInput": selector["BatchInput"]}
     assert restored == synthesized
     assert json.dumps(restored, sort_keys=True) == json.dumps(synthesized, sort_keys=True)
 
