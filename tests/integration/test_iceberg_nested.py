@@ -2,9 +2,10 @@
 real handler: pyiceberg writes tables with struct, list and map columns, then renames,
 adds, drops and promotes their nested fields (``int`` to ``long``, ``float`` to
 ``double``, a wider decimal); files added with ``add_files`` (no field ids in their
-Parquet schema) are read through the table's name mapping. Every answer equals
-pyiceberg's scan of the same snapshot; a file with neither ids nor a name mapping is
-refused by name, as pyiceberg refuses it."""
+Parquet schema) are read through the table's name mapping, and a partition column such
+a file leaves out is its identity partition value. Every answer equals pyiceberg's scan
+of the same snapshot; a file with neither ids nor a name mapping is refused by name, as
+pyiceberg refuses it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.integration.test_iceberg_tables import (
+    BUCKET,
     Warehouse,
     fails,
     put,
@@ -297,3 +299,41 @@ def test_a_malformed_name_mapping_is_refused_by_name(s3: S3Env, migrated: Any) -
     error = fails({"source": {"iceberg": uri}, "sql": "SELECT * FROM s3object"})
     assert type(error).__name__ == "ObjectFormatError" and uri in str(error)
     assert "name mapping" in str(error)
+
+
+def test_a_partition_column_the_file_leaves_out_is_its_identity_partition_value(
+        s3: S3Env, warehouse: Warehouse) -> None:  # noqa: F811
+    """The spec's first rule of column projection (a migrated Hive table's files hold no
+    partition columns): the value comes from the manifest's identity partition value,
+    as pyiceberg's scan has it."""
+    import datetime as dt
+
+    from pyiceberg.transforms import IdentityTransform
+
+    def rows(region: str, day: dt.date, start: int) -> pa.Table:
+        ids = list(range(start, start + 25))
+        return pa.table({"id": pa.array(ids, pa.int64()),
+                         "region": pa.array([region] * 25, pa.string()),
+                         "day": pa.array([day] * 25, pa.date32()),
+                         "v": pa.array([i * 0.5 for i in ids], pa.float64())})
+
+    parts = [("eu", dt.date(2024, 5, 1)), ("us", dt.date(2024, 5, 2))]
+    table = warehouse.catalog.create_table("db.hive", schema=rows("eu", parts[0][1], 0).schema)
+    with table.update_spec() as spec:
+        spec.add_field("region", IdentityTransform(), "region")
+        spec.add_field("day", IdentityTransform(), "day")
+    paths = [plain_file(s3, f"hive/region={r}/day={d}/part.parquet", rows(r, d, 100 * k))
+             for k, (r, d) in enumerate(parts)]
+    table.add_files(paths)  # the partition values from each file's column bounds
+    for k, path in enumerate(paths):  # then as Hive wrote them: no partition columns
+        plain_file(s3, path.partition(f"{BUCKET}/")[2],
+                   rows(*parts[k], 100 * k).drop_columns(["region", "day"]))
+    table = warehouse.catalog.load_table("db.hive")
+    base = oracle(table)
+    assert base["region"].null_count() == 0 and sorted(set(base["region"])) == ["eu", "us"]
+    for sql in ("SELECT * FROM s3object",
+                "SELECT id, day FROM s3object WHERE region = 'us' AND v > 60",
+                "SELECT region, day, COUNT(*) AS n, SUM(v) AS s FROM s3object "
+                "GROUP BY region, day"):
+        got, _ = query(table, sql)
+        same(got, pl.SQLContext(s3object=base).execute(sql, eager=True), ordered=False)

@@ -3,6 +3,7 @@ as the file's, and deletes applied (position, and equality with null equal to nu
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 
@@ -223,3 +224,20 @@ MALFORMED = ["{}", '[{"names": 7}]', '[{"names": ["a"], "field-id": "1"}]',
 def test_a_malformed_name_mapping_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError, match=r"name mapping|Expecting value"):
         C.parse_mapping(text)
+
+
+def test_a_column_the_file_lacks_is_its_identity_partition_value_and_not_pruned() -> None:
+    schema = Schema(1, (Field(1, "id", "long"), Field(7, "cat", "string"),
+                        Field(8, "day", "date")))
+    constants = {7: "west", 8: dt.date(2024, 5, 1)}
+    frame, groups, read = D.read_rows(_file(), "s3://b/f", schema, ["id", "cat", "day"],
+                                      predicate=P.Cmp("cat", "=", "west"), constants=constants)
+    assert (groups, read) == (5, 5)  # no statistic of the file says the column is null
+    assert frame["cat"].to_list() == ["west"] * 50
+    assert frame["day"].to_list() == [dt.date(2024, 5, 1)] * 50
+    _, _, read = D.read_rows(_file(), "s3://b/f", schema, ["id"],
+                             predicate=P.Cmp("cat", "=", "west"))
+    assert read == 0  # without the partition value, the column is null throughout
+    with pytest.raises(ObjectFormatError, match="partition value") as info:
+        D.read_rows(_file(), "s3://b/bad", schema, ["day"], constants={8: "not a date"})
+    assert "s3://b/bad" in str(info.value)

@@ -202,7 +202,7 @@ def read_table(engine: Engine, request: Request, source: TableSource, *,
                 frame, groups, read = D.read_rows(
                     source, task.file.path, schema, names, [fields[i] for i in extra],
                     analysis.predicate, None if isinstance(data, bytes) else D.footer(data.tail),
-                    mapping=p.table.name_mapping)
+                    mapping=p.table.name_mapping, constants=_identity_values(p, task))
             except PreconditionFailed:  # its ETag changed between two of its range reads
                 raise ObjectChangedError("the data file changed while it was read (an Iceberg "
                                          "data file is never rewritten)",
@@ -234,6 +234,16 @@ def read_table(engine: Engine, request: Request, source: TableSource, *,
     stats = dataclasses.replace(stats, table=p.stats())
     return ReadResult(frame=frame, stats=stats, objects=results, analysis=analysis,
                       per_object=None, requests_by_tier=tiers)
+
+
+def _identity_values(p: Plan, task: Task) -> dict[int, Any]:
+    """The data file's identity partition values by their source field's id (for a
+    column the file lacks)."""
+    spec = p.table.specs.get(task.file.spec_id)
+    if spec is None or len(spec.fields) != len(task.file.partition):
+        return {}
+    return {f.source_id: value for f, value in zip(spec.fields, task.file.partition, strict=True)
+            if f.transform == "identity" and value is not None}
 
 
 def _query_failure() -> Any:

@@ -7,8 +7,8 @@ equality deletes applied."""
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
-from typing import IO
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
 
 import polars as pl
 import pyarrow as pa
@@ -17,11 +17,13 @@ import pyarrow.parquet as pq
 from s3slice._errors import ObjectFormatError
 from s3slice.iceberg import columns as C
 from s3slice.iceberg import manifests as M
+from s3slice.iceberg import types as T
 from s3slice.iceberg.metadata import Field, Schema
 from s3slice.parquet.plan import polars_types, row_group_stats
 from s3slice.query import predicate as P
 
 _POS = "__s3slice_pos"
+_NONE: Mapping[int, Any] = {}
 
 
 def _nodes(schema: pa.Schema, mapping: C.Mapping | None, uri: str) -> dict[int, C.Node]:
@@ -57,13 +59,20 @@ def _read(pf: pq.ParquetFile, names: Sequence[str], uri: str) -> pa.Table:
         raise ObjectFormatError(f"unreadable: {e}", uri=uri) from None
 
 
-def _column(table: pa.Table, node: C.Node | None, field: Field, rows: int, uri: str
-            ) -> pl.Series:
+def _column(table: pa.Table, node: C.Node | None, field: Field, rows: int, uri: str,
+            constants: Mapping[int, Any] = _NONE) -> pl.Series:
     """The file's column ``node`` as the table's ``field`` (nested fields by id, promoted
-    types cast), all null when the file lacks it."""
+    types cast); when the file lacks it, the file's identity partition value of it (the
+    spec's first rule of column projection: a file of a migrated Hive table may leave
+    its partition columns out), else null."""
     dtype = field.dtype
     if node is None:
-        return pl.Series(field.name, [None] * rows, dtype=dtype)
+        value = T.natural(field.type, constants.get(field.id))
+        try:
+            return pl.Series(field.name, [value] * rows, dtype=dtype)
+        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+            raise ObjectFormatError(f"column {field.name!r}: the file's partition value "
+                                    f"{value!r} is not a {field.type}", uri=uri) from None
     column = table.column(node.name)
     if isinstance(field.type, dict):  # nested: projected a row group (chunk) at a time
         column = pa.chunked_array([C.project(field.type, node, chunk, uri)
@@ -102,13 +111,14 @@ def _kept_groups(pf: pq.ParquetFile, predicate: P.Pred, file_names: dict[str, st
 
 def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequence[str],
               extra: Sequence[Field] = (), predicate: P.Pred = P.TRUE,
-              metadata: pq.FileMetaData | None = None, mapping: C.Mapping | None = None
-              ) -> tuple[pl.DataFrame, int, int]:
+              metadata: pq.FileMetaData | None = None, mapping: C.Mapping | None = None,
+              constants: Mapping[int, Any] = _NONE) -> tuple[pl.DataFrame, int, int]:
     """The file's rows as ``names`` of ``schema`` (and ``extra`` fields, for equality
     deletes, named ``__eq<id>``), with each row's position in the file; only the row groups
     whose statistics may match ``predicate`` (positions stay the file's). Also the number
     of row groups, and of those read. A file without field ids is read through the
-    table's name ``mapping``."""
+    table's name ``mapping``; a column the file lacks is its value in ``constants`` (the
+    file's identity partition values, by source field id) if there, else null."""
     pf = _open(source, uri, metadata)
     nodes = _nodes(pf.schema_arrow, mapping, uri)
     by_id = {fid: n.name for fid, n in nodes.items()}
@@ -117,7 +127,8 @@ def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequen
     rows_of = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
     groups = list(range(md.num_row_groups))
     if predicate is not P.TRUE and groups:
-        file_names = {f.name: by_id.get(f.id) for f in schema.fields}
+        file_names = {f.name: by_id.get(f.id) for f in schema.fields
+                      if f.id in by_id or f.id not in constants}
         groups = _kept_groups(pf, predicate, file_names, rows_of)
     wanted = list(dict.fromkeys(n for f in (*fields, *extra) if (n := by_id.get(f.id))))
     try:
@@ -126,8 +137,8 @@ def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequen
     except (pa.ArrowException, OSError, ValueError) as e:
         raise ObjectFormatError(f"unreadable: {e}", uri=uri) from None
     rows = table.num_rows
-    columns = [_column(table, nodes.get(f.id), f, rows, uri) for f in fields]
-    columns += [_column(table, nodes.get(f.id), f, rows, uri).alias(f"__eq{f.id}")
+    columns = [_column(table, nodes.get(f.id), f, rows, uri, constants) for f in fields]
+    columns += [_column(table, nodes.get(f.id), f, rows, uri, constants).alias(f"__eq{f.id}")
                 for f in extra]
     frame = pl.DataFrame(columns, height=rows) if columns else pl.DataFrame(height=rows)
     starts = [sum(rows_of[:g]) for g in groups]
