@@ -48,7 +48,8 @@ def old_batch(start: int, n: int) -> pa.Table:
             "dec": decimal.Decimal(i) / 100} for i in ids], S_OLD),
         "l": pa.array([None if i % 11 == 0 else [i, None, -i][: i % 4] for i in ids],
                       pa.list_(pa.int32())),
-        "m": pa.array([None if i % 9 == 0 else [(f"k{j}", None if j == 1 else i + j * 0.5)
+        # (a float that a float32 holds inexactly: widened to double as the file held it)
+        "m": pa.array([None if i % 9 == 0 else [(f"k{j}", None if j == 1 else i + j * 0.1)
                                                 for j in range(i % 3)] for i in ids],
                       pa.map_(pa.string(), pa.float32())),
         "ls": pa.array([[{"x": i + j, "y": f"y{j}"} for j in range(i % 3)] for i in ids],
@@ -337,3 +338,30 @@ def test_a_partition_column_the_file_leaves_out_is_its_identity_partition_value(
                 "GROUP BY region, day"):
         got, _ = query(table, sql)
         same(got, pl.SQLContext(s3object=base).execute(sql, eager=True), ordered=False)
+
+
+def test_equality_deletes_by_a_nested_field_are_refused_by_name(
+        s3: S3Env, warehouse: Warehouse) -> None:  # noqa: F811
+    """The spec lets an equality delete name a field inside a struct; this reader matches
+    top-level columns only, so such a delete file is refused by name, never half-applied."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    from tests.integration.test_iceberg_deletes import _commit
+
+    table = warehouse.catalog.create_table("db.nested_eq", schema=old_batch(0, 1).schema)
+    table.append(old_batch(0, 30))
+    a_id = table.schema().find_field("s.a").field_id
+    body = io.BytesIO()
+    pq.write_table(pa.table([pa.array([3], pa.int32())], schema=pa.schema([pa.field(
+        "a", pa.int32(), metadata={b"PARQUET:field_id": str(a_id).encode()})])), body)
+    path = f"{table.metadata.location}/data/eq-nested.parquet"
+    put(s3, path.partition(f"{BUCKET}/")[2], body.getvalue())
+    entry = DataFile.from_args(content=DataFileContent.EQUALITY_DELETES, file_path=path,
+                               file_format=FileFormat.PARQUET, partition=Record(),
+                               record_count=1, file_size_in_bytes=len(body.getvalue()),
+                               spec_id=0, equality_ids=[a_id])
+    uri = _commit(s3, table, [entry], "eq-nested")
+    error = fails({"source": {"iceberg": uri}, "sql": "SELECT COUNT(*) AS n FROM s3object"})
+    assert type(error).__name__ == "ObjectFormatError" and path in str(error), error
+    assert "nested" in str(error)

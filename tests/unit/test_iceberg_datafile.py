@@ -241,3 +241,19 @@ def test_a_column_the_file_lacks_is_its_identity_partition_value_and_not_pruned(
     with pytest.raises(ObjectFormatError, match="partition value") as info:
         D.read_rows(_file(), "s3://b/bad", schema, ["day"], constants={8: "not a date"})
     assert "s3://b/bad" in str(info.value)
+
+
+def test_equality_deletes_by_a_nested_field_are_refused_by_name() -> None:
+    from s3slice.iceberg import manifests as M
+
+    def delete_file(*ids: int) -> M.DataFile:
+        return M.DataFile(2, "s3://b/eq", "PARQUET", (), 1, 1, 0, 1, {}, {}, {}, ids)
+    data = _parquet(pa.table([pa.array([1], pa.int64())],
+                             schema=pa.schema([_ided("id", pa.int64(), 1)])))
+    fields = EVOLVED.by_id()
+    assert D.equality_rows(data, "s3://b/eq", delete_file(1), fields)["__eq1"].to_list() == [1]
+    with pytest.raises(ObjectFormatError, match=r"field ids \[3\].*nested") as info:
+        D.equality_rows(data, "s3://b/eq", delete_file(1, 3), fields)
+    assert "s3://b/eq" in str(info.value)
+    with pytest.raises(ObjectFormatError, match=r"lacks field ids \[2\]"):
+        D.equality_rows(data, "s3://b/eq", delete_file(2), fields)

@@ -166,7 +166,12 @@ def equality_rows(data: bytes, uri: str, file: M.DataFile, fields: dict[int, Fie
     """An equality delete file's rows, its columns named ``__eq<id>``."""
     pf = _open(data, uri)
     nodes = {n.id: n for n in map(C.by_ids, pf.schema_arrow) if n.id is not None}
-    missing = [i for i in file.equality_ids if i not in nodes or i not in fields]
+    nested = [i for i in file.equality_ids if i not in fields]
+    if nested:
+        raise ObjectFormatError(f"equality deletes by field ids {nested}, which are no "
+                                f"top-level column of the table (nested fields), are not "
+                                f"supported; nothing was read", uri=uri)
+    missing = [i for i in file.equality_ids if i not in nodes]
     if missing:
         raise ObjectFormatError(f"equality delete file lacks field ids {missing}", uri=uri)
     table = _read(pf, [nodes[i].name for i in file.equality_ids], uri)
