@@ -144,11 +144,14 @@ def test_spec_hash_vectors_for_decimal_uuid_time_and_timestamptz() -> None:
 RANGES = [c for c in CASES if X.is_range(*c)] + [("identity", s) for s in VALUES]
 
 
-def _step(source: str, physical: Any) -> Any:
-    """The value of the type just above a physical value."""
+def _step(source: str, physical: Any, by: int = 1) -> Any:
+    """The value of the type ``by`` steps above a physical value (exactly)."""
     if (d := T.decimal_of(source)) is not None:
-        return physical + decimal.Decimal(f"1E-{d[1]}")
-    return physical + 1
+        return physical.fma(1, decimal.Decimal(f"{by}E-{d[1]}"), EXACT)
+    return physical + by
+
+
+EXACT = decimal.Context(prec=200)
 
 
 @pytest.mark.parametrize(("transform", "source"), RANGES)
@@ -160,7 +163,7 @@ def test_a_partition_value_spans_exactly_the_source_values_pyiceberg_puts_in_it(
     part = X.apply(transform, source, value) if transform != "identity" else value
     found = X.span(transform, source, part)
     assert found is not None
-    lo, hi = found
+    lo, hi = (_physical(source, v) for v in found) if source == "date" else found
     physical = _physical(source, value) if source in TEMPORAL else value
     if source == "uuid":
         physical = value
@@ -171,7 +174,7 @@ def test_a_partition_value_spans_exactly_the_source_values_pyiceberg_puts_in_it(
     # and no further: the values just outside are in other partitions (within the type)
     low = {"int": -(1 << 31), "long": -(1 << 63), "date": -(1 << 31)}.get(source)
     if low is None or lo > low:
-        below = lo - (_step(source, lo) - lo)
+        below = _step(source, lo, -1)
         assert _theirs_of(transform, source, below) != part
     d = T.decimal_of(source)
     highest = (decimal.Decimal(f"{10 ** d[0] - 1}E-{d[1]}") if d is not None else
@@ -356,6 +359,15 @@ def test_projection_prunes_what_it_can(where: str, kept: Any, ruled_out: Any) ->
     assert _keeps(where, {column: kept})
     assert not _matches(dict.fromkeys(NEAR) | {column: ruled_out}, where)
     assert not _keeps(where, {column: ruled_out}), (where, ruled_out)
+
+
+def test_a_date_constant_without_text_is_judged_against_month_and_year_partitions() -> None:
+    # (a comparison built without SQL text is judged in Python: a date's range is
+    # dates, never days, so it compares)
+    for d, kept in ((dt.date(2023, 12, 31), True), (dt.date(2024, 1, 1), False)):
+        where = P.Cmp("d", "<", dt.date(2024, 1, 1))
+        unit = _unit(dict.fromkeys(NEAR) | {"d": d})
+        assert P.may_match_each(X.project(where, SCHEMA, SPEC), [unit]) == [kept]
 
 
 def test_a_timestamp_literal_against_timestamptz_prunes_nothing() -> None:

@@ -194,26 +194,24 @@ def is_range(transform: str, source: T.Type) -> bool:
 
 def span(transform: str, source: T.Type, value: Any) -> tuple[Any, Any] | None:
     """The least and greatest source values of a partition value of a monotone transform
-    (dates as days, timestamps as microseconds: the physical values of their polars
-    types), clamped to the source's type; None when there is no such range."""
+    (timestamps as microseconds, the physical value of their polars type: any year),
+    clamped to the source's type; None when there is no such range (or a date's is past
+    Python's years: polars would compare a ``date`` constant with days as Python does)."""
     kind, _, arg = transform.partition("[")
     if value is None or isinstance(value, bool):
         return None
     if kind == "identity":
         if source == "timestamptz" and isinstance(value, dt.datetime) and not value.tzinfo:
             value = value.replace(tzinfo=dt.UTC)
-        n = _physical(source, value) if source in ("date", "timestamp", "timestamptz") else (
-            value)
+        n = _physical(source, value) if source in ("timestamp", "timestamptz") else value
         return None if n is None else (n, n)
     width = int(arg.rstrip("]")) if arg else 0
     if kind == "truncate" and isinstance(value, int) and source in _INT_RANGE:
         return value, min(value + width - 1, _INT_RANGE[source][1])
     if kind == "truncate" and (d := T.decimal_of(source)) is not None:
         u = unscaled(value, d[1])
-        if u is None:
-            return None
-        top = 10 ** d[0] - 1
-        return _decimal(u, d[1]), _decimal(min(u + width - 1, top), d[1])
+        return None if u is None else (_decimal(u, d[1]), _decimal(min(
+            u + width - 1, 10 ** d[0] - 1), d[1]))
     if kind not in _TIMES or not isinstance(value, int):
         return None
     if kind == "hour":
@@ -222,7 +220,10 @@ def span(transform: str, source: T.Type, value: Any) -> tuple[Any, Any] | None:
     first, after = (value, value + 1) if kind == "day" else (
         _month_days(months), _month_days(months + step))
     if source == "date":
-        return max(first, -(1 << 31)), min(after - 1, (1 << 31) - 1)
+        try:
+            return T.EPOCH + dt.timedelta(days=first), T.EPOCH + dt.timedelta(days=after - 1)
+        except OverflowError:
+            return None
     return max(first * DAY_US, -(1 << 63)), min(after * DAY_US - 1, (1 << 63) - 1)
 
 
