@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from s3slice._errors import ObjectFormatError, RequestError
 from s3slice._model import parse_request
 from s3slice._table import TableSource
+from s3slice.iceberg import manifests as M
 from s3slice.iceberg import metadata as meta
 from s3slice.iceberg import plan
 from s3slice.iceberg import transforms as X
@@ -368,6 +369,31 @@ def test_a_date_constant_without_text_is_judged_against_month_and_year_partition
         where = P.Cmp("d", "<", dt.date(2024, 1, 1))
         unit = _unit(dict.fromkeys(NEAR) | {"d": d})
         assert P.may_match_each(X.project(where, SCHEMA, SPEC), [unit]) == [kept]
+
+
+SUMMARIES = [  # (partition field, their partition type, low, high, WHERE kept, ruled out)
+    (PartitionField(5, 1005, "hour", "h"), pyiceberg_types.IntegerType(), 473352, 473375,
+     "tz >= '2024-01-01T23:00:00+01:00'", "tz < '2024-01-01T01:00:00+01:00'"),
+    (PartitionField(6, 1008, "truncate[50]", "dt"), pyiceberg_types.DecimalType(9, 2),
+     decimal.Decimal("-1.00"), decimal.Decimal("0.50"), "dec < -0.505", "dec >= 1.00"),
+    (PartitionField(4, 1016, "year", "dy"), pyiceberg_types.IntegerType(), 53, 54,
+     "d BETWEEN '2024-12-31' AND '2030-01-01'", "d < DATE '2023-01-01'"),
+    (PartitionField(3, 1002, "truncate[2]", "s2"), pyiceberg_types.StringType(), "ab", "é€",
+     "s = 'éa'", "s > 'ê'"),
+]
+
+
+@pytest.mark.parametrize(("pf", "ptype", "low", "high", "kept", "ruled_out"), SUMMARIES,
+                         ids=[s[0].transform for s in SUMMARIES])
+def test_a_manifest_is_pruned_by_its_partition_summary(
+        pf: PartitionField, ptype: Any, low: Any, high: Any, kept: str, ruled_out: str
+        ) -> None:
+    summary = M.FieldSummary(False, conversions.to_bytes(ptype, low),
+                             conversions.to_bytes(ptype, high))
+    unit = plan._summary_units(meta.Spec(0, (pf,)), SCHEMA.types_by_id(), [summary])
+    for where, want in ((kept, True), (ruled_out, False)):
+        projected = X.project(_predicate(where), SCHEMA, (pf,))
+        assert P.may_match_each(projected, [unit]) == [want], where
 
 
 def test_a_timestamp_literal_against_timestamptz_prunes_nothing() -> None:
