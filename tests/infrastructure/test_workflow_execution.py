@@ -45,6 +45,7 @@ batch). Writes and deletes in the output bucket are recorded where S3 stores the
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import datetime
@@ -242,12 +243,15 @@ class Execution:
 
 
 def execution_of(event: dict[str, Any], names: dict[str, str]) -> str:
-    """Which execution sent ``event``: a batch and the reduce carry its name (``run``); the
-    check only its query (``names``: the name of each execution's SQL)."""
+    """Which execution sent ``event``: a batch, the reduce and a table's planning step
+    carry its name (``run``); the check only its query (``names``: the name of each
+    execution's SQL)."""
     if "Items" in event:
         return str(event["BatchInput"]["run"])
     if "Reduce" in event:
         return str(event["Reduce"]["run"])
+    if "PlanTable" in event:  # a table's planning step
+        return str(event["PlanTable"]["run"])
     return names[event["Check"]["query"]["sql"]]
 
 
@@ -267,12 +271,12 @@ class Deployment:
         #: ("put" or "delete", key).
         self.writes: list[tuple[str, str]] = []
 
-    def create(self) -> None:
-        """The state machine from the (rewritten) synthesized definition, and the
-        function its tasks invoke."""
+    def create(self, **overrides: Any) -> None:
+        """The state machine from the (rewritten) synthesized definition (the Workflow's
+        props with ``overrides``), and the function its tasks invoke."""
         import boto3
 
-        runnable, self.batch_size = without_item_batcher(synthesized_definition())
+        runnable, self.batch_size = without_item_batcher(synthesized_definition(**overrides))
         iam = boto3.client("iam", region_name=REGION)
         role = iam.create_role(RoleName="s3slice-test", AssumeRolePolicyDocument="{}")["Role"]
         boto3.client("lambda", region_name=REGION).create_function(
@@ -330,11 +334,11 @@ class Deployment:
         return executions
 
 
-@pytest.fixture(scope="module")
-def deployment(s3_server: S3Env) -> Iterator[Deployment]:
-    """moto's ASL interpreter with Lambda invocations routed to the handler in-process,
-    the S3 item reader grouping its listing into batches, and the data uploaded."""
-    import boto3
+@contextlib.contextmanager
+def interpreter(s3_server: S3Env, deployment: Deployment) -> Iterator[None]:
+    """moto's ASL interpreter (inside ``mock_aws``, whose backends start empty) with
+    Lambda invocations routed to the handler in-process and the S3 item readers grouping
+    their items into batches (see the module)."""
     from moto import mock_aws
     from moto.awslambda.models import LambdaFunction
     from moto.s3.models import S3Backend
@@ -347,8 +351,6 @@ def deployment(s3_server: S3Env) -> Iterator[Deployment]:
     from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
 
     from s3slice.__main__ import LambdaContext
-
-    deployment = Deployment()
 
     def invoke(self: Any, body: Any, request_headers: Any, response_headers: Any) -> bytes:
         from s3slice.handler import lambda_handler  # imported lazily, as Lambda would
@@ -376,6 +378,18 @@ def deployment(s3_server: S3Env) -> Iterator[Deployment]:
         size = deployment.batch_size
         assert size > 0
         env.stack.append([items[i:i + size] for i in range(0, len(items), size)])
+
+    def get_object(env: Any, resource_runtime_part: Any, state_credentials: Any) -> None:
+        """Step Functions' read of a JSON array (a table's planned items), then the
+        ``ItemBatcher``'s grouping (still a JSON array, which the JSON reader parses)."""
+        client = resource_eval_s3.ResourceEvalS3._get_s3_client(
+            resource_runtime_part=resource_runtime_part, state_credentials=state_credentials)
+        parameters = env.stack.pop()
+        items = json.loads(client.get_object(**parameters)["Body"].read())
+        assert isinstance(items, list)
+        size = deployment.batch_size
+        assert size > 0
+        env.stack.append(json.dumps([items[i:i + size] for i in range(0, len(items), size)]))
 
     def sdk_call(self: Any, env: Any, resource_runtime_part: Any,
                  normalised_parameters: dict[str, Any], state_credentials: Any) -> None:
@@ -413,22 +427,34 @@ def deployment(s3_server: S3Env) -> Iterator[Deployment]:
         mp.setattr(StateTaskServiceAwsSdk, "_eval_service_task", sdk_call)
         mp.setattr(resource_eval_s3.ResourceEvalS3, "_handle_list_objects_v2",
                    staticmethod(list_objects_v2))
+        mp.setattr(resource_eval_s3.ResourceEvalS3, "_handle_get_object",
+                   staticmethod(get_object))
         with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-            client = boto3.client("s3", region_name=REGION)
-            for bucket in (DATA, OUT):
-                client.create_bucket(Bucket=bucket)
-            deployment.frames = [frame(i) for i in range(OBJECTS)]
-            put_frames(client, "in/", deployment.frames)
-            deployment.few = deployment.frames[:FEW]
-            put_frames(client, "few/", deployment.few)
-            put_frames(client, "broken/", deployment.frames[:BROKEN])
-            client.put_object(Bucket=DATA, Key="broken/part-003-broken.parquet",
-                              Body=b"not a parquet file")
-            client.put_object(Bucket=DATA, Key="spark/", Body=b"")
-            client.put_object(Bucket=DATA, Key="spark/_SUCCESS", Body=b"")
-            put_frames(client, "spark/", deployment.frames[:SPARK_PARTS])
-            deployment.create()
-            yield deployment
+            yield
+
+
+@pytest.fixture(scope="module")
+def deployment(s3_server: S3Env) -> Iterator[Deployment]:
+    """The interpreter, the data uploaded and the state machine created."""
+    import boto3
+
+    deployment = Deployment()
+    with interpreter(s3_server, deployment):
+        client = boto3.client("s3", region_name=REGION)
+        for bucket in (DATA, OUT):
+            client.create_bucket(Bucket=bucket)
+        deployment.frames = [frame(i) for i in range(OBJECTS)]
+        put_frames(client, "in/", deployment.frames)
+        deployment.few = deployment.frames[:FEW]
+        put_frames(client, "few/", deployment.few)
+        put_frames(client, "broken/", deployment.frames[:BROKEN])
+        client.put_object(Bucket=DATA, Key="broken/part-003-broken.parquet",
+                          Body=b"not a parquet file")
+        client.put_object(Bucket=DATA, Key="spark/", Body=b"")
+        client.put_object(Bucket=DATA, Key="spark/_SUCCESS", Body=b"")
+        put_frames(client, "spark/", deployment.frames[:SPARK_PARTS])
+        deployment.create()
+        yield deployment
 
 
 def pascal_case(value: Any) -> Any:
