@@ -257,3 +257,21 @@ def test_equality_deletes_by_a_nested_field_are_refused_by_name() -> None:
     assert "s3://b/eq" in str(info.value)
     with pytest.raises(ObjectFormatError, match=r"lacks field ids \[2\]"):
         D.equality_rows(data, "s3://b/eq", delete_file(2), fields)
+
+
+def test_some_ids_with_a_mapping_read_by_the_mapping_and_a_dotted_name_is_literal() -> None:
+    """A file where only some fields carry ids is read through the mapping (as pyiceberg
+    reads it); a mapped name with a dot names a column so called, not a nested field."""
+    some = pa.table([pa.array([1, 2], pa.int64()), pa.array(["x", "y"]),
+                     pa.array([{"c": 5}, {"c": 6}], pa.struct([("c", pa.int32())]))],
+                    schema=pa.schema([_ided("id", pa.int64(), 7), _ided("a.b", pa.string(), None),
+                                      _ided("a", pa.struct([("c", pa.int32())]), 9)]))
+    mapping = C.parse_mapping(json.dumps([
+        {"field-id": 1, "names": ["id"]}, {"field-id": 2, "names": ["a.b"]},
+        {"field-id": 3, "names": ["a"], "fields": [{"field-id": 4, "names": ["c"]}]}]))
+    schema = Schema(1, (Field(1, "id", "long"), Field(2, "ab", "string"),
+                        Field(3, "a", _struct((4, "c", "long")))))
+    frame, _, _ = D.read_rows(_parquet(some), "s3://b/f", schema, ["id", "ab", "a"],
+                              mapping=mapping)
+    assert frame.drop("__s3slice_pos").to_dicts() == [
+        {"id": 1, "ab": "x", "a": {"c": 5}}, {"id": 2, "ab": "y", "a": {"c": 6}}]
