@@ -142,6 +142,15 @@ def test_spec_hash_vectors_for_decimal_uuid_time_and_timestamptz() -> None:
         assert X.apply("bucket[4]", v, 1) is None and X.apply("day", v, 1) is None
 
 
+@pytest.mark.parametrize("transform", ["bucket[0]", "bucket[x]", "truncate[-1]", "bucket",
+                                       "zorder", "truncate[]"])
+def test_a_malformed_or_unknown_transform_is_never_judged(transform: str) -> None:
+    pf = PartitionField(1, 1000, transform, "p")
+    assert X.apply(transform, "long", 5) is None and X.dtype(transform, "long") is None
+    assert X.project(P.Cmp("id", "=", 5, "5"), SCHEMA, (pf,)) == P.TRUE
+    assert plan._value_unit(meta.Spec(0, (pf,)), SCHEMA.types_by_id(), [3]) == {}
+
+
 RANGES = [c for c in CASES if X.is_range(*c)] + [("identity", s) for s in VALUES]
 
 

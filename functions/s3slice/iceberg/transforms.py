@@ -35,24 +35,21 @@ _TIMES = ("year", "month", "day", "hour")
 _EXACT = decimal.Context(prec=100_000, Emin=-999_999, Emax=999_999)
 
 
+def _mixed(k: int) -> int:
+    k = (k * _C1) & _M32
+    return (((k << 15) | (k >> 17)) & _M32) * _C2 & _M32
+
+
 def murmur3_32(data: bytes, seed: int = 0) -> int:
     """MurmurHash3 x86 32-bit, as Iceberg's bucket transform hashes (signed result)."""
     h = seed
     n = len(data) // 4 * 4
     for i in range(0, n, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * _C1) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        h ^= (k * _C2) & _M32
+        h ^= _mixed(int.from_bytes(data[i:i + 4], "little"))
         h = ((h << 13) | (h >> 19)) & _M32
         h = (h * 5 + 0xE6546B64) & _M32
-    tail, k = data[n:], 0
-    for i in reversed(range(len(tail))):
-        k = (k << 8) | tail[i]
-    if tail:
-        k = (k * _C1) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        h ^= (k * _C2) & _M32
+    if data[n:]:
+        h ^= _mixed(int.from_bytes(data[n:], "little"))
     h ^= len(data)
     h ^= h >> 16
     h = (h * 0x85EBCA6B) & _M32
@@ -111,10 +108,9 @@ def _hash_bytes(source: T.Type, value: Any) -> bytes | None:
         n = _physical(source, value)
         return None if n is None else struct.pack("<q", n)
     if (d := T.decimal_of(source)) is not None:
-        u = unscaled(value, d[1])
-        if u is None:
-            return None
-        return u.to_bytes(((~u if u < 0 else u).bit_length() + 8) // 8, "big", signed=True)
+        u = unscaled(value, d[1])  # minimal: one sign bit
+        return None if u is None else u.to_bytes(
+            ((~u if u < 0 else u).bit_length() + 8) // 8, "big", signed=True)
     if source == "string" and isinstance(value, str):
         return value.encode()
     if source == "uuid":
@@ -138,35 +134,40 @@ def _times(kind: str, source: T.Type, value: Any) -> int | None:
     return civil.year - 1970 if kind == "year" else (civil.year - 1970) * 12 + civil.month - 1
 
 
+def width(transform: str) -> int:
+    """A bucket's or truncate's parameter (0 when it has none or a malformed one)."""
+    arg = transform.partition("[")[2]
+    return int(arg[:-1]) if arg.endswith("]") and arg[:-1].isdigit() else 0
+
+
 def apply(transform: str, source: T.Type, value: Any) -> Any:
     """The partition value of a source value (None when this value is not projected: a
     type this module does not transform, or a transform it does not know). Values are
     natural: dates, datetimes (a ``timestamptz`` one zoned), times, decimals, uuids."""
-    kind, _, arg = transform.partition("[")
-    width = int(arg.rstrip("]")) if arg else 0
+    kind, n = transform.partition("[")[0], width(transform)
     try:
         if kind == "bucket":
             data = _hash_bytes(source, value)
-            return None if data is None else (murmur3_32(data) & 0x7FFFFFFF) % width
+            return None if data is None or n <= 0 else (murmur3_32(data) & 0x7FFFFFFF) % n
         if kind == "truncate":
-            return _truncate(source, width, value)
+            return _truncate(source, n, value)
         return _times(kind, source, value) if kind in _TIMES else None
-    except (OverflowError, ValueError):
+    except (ArithmeticError, ValueError):
         return None
 
 
-def _truncate(source: T.Type, width: int, value: Any) -> Any:
-    if isinstance(value, bool) or width <= 0:
+def _truncate(source: T.Type, n: int, value: Any) -> Any:
+    if isinstance(value, bool) or n <= 0:
         return None
     if source in ("int", "long") and isinstance(value, int):
-        return value - value % width  # floor: -1 → -width
+        return value - value % n  # floor: -1 → -n
     if (d := T.decimal_of(source)) is not None:
         u = unscaled(value, d[1])
-        return None if u is None else _decimal(u - u % width, d[1])
+        return None if u is None else _decimal(u - u % n, d[1])
     if source == "string" and isinstance(value, str):
-        return value[:width]  # code points
+        return value[:n]  # code points
     if source == "binary" and isinstance(value, bytes):
-        return value[:width]
+        return value[:n]
     return None
 
 
@@ -183,13 +184,11 @@ def is_range(transform: str, source: T.Type) -> bool:
     """Whether a partition value of this transform is judged as the source values it
     stands for (a closed range: :func:`span`)."""
     kind = transform.partition("[")[0]
-    if kind == "identity":
-        return True
     if kind == "truncate":
         return source in ("int", "long") or T.decimal_of(source) is not None
     if kind in _TIMES:
         return source in ("timestamp", "timestamptz") or (source == "date" and kind != "hour")
-    return False
+    return kind == "identity"
 
 
 def span(transform: str, source: T.Type, value: Any) -> tuple[Any, Any] | None:
@@ -197,21 +196,20 @@ def span(transform: str, source: T.Type, value: Any) -> tuple[Any, Any] | None:
     (timestamps as microseconds, the physical value of their polars type: any year),
     clamped to the source's type; None when there is no such range (or a date's is past
     Python's years: polars would compare a ``date`` constant with days as Python does)."""
-    kind, _, arg = transform.partition("[")
+    kind, n = transform.partition("[")[0], width(transform)
     if value is None or isinstance(value, bool):
         return None
     if kind == "identity":
         if source == "timestamptz" and isinstance(value, dt.datetime) and not value.tzinfo:
             value = value.replace(tzinfo=dt.UTC)
-        n = _physical(source, value) if source in ("timestamp", "timestamptz") else value
-        return None if n is None else (n, n)
-    width = int(arg.rstrip("]")) if arg else 0
+        v = _physical(source, value) if source in ("timestamp", "timestamptz") else value
+        return None if v is None else (v, v)
     if kind == "truncate" and isinstance(value, int) and source in _INT_RANGE:
-        return value, min(value + width - 1, _INT_RANGE[source][1])
+        return value, min(value + n - 1, _INT_RANGE[source][1])
     if kind == "truncate" and (d := T.decimal_of(source)) is not None:
         u = unscaled(value, d[1])
         return None if u is None else (_decimal(u, d[1]), _decimal(min(
-            u + width - 1, 10 ** d[0] - 1), d[1]))
+            u + n - 1, 10 ** d[0] - 1), d[1]))
     if kind not in _TIMES or not isinstance(value, int):
         return None
     if kind == "hour":
@@ -238,6 +236,8 @@ def dtype(transform: str, source: T.Type) -> pl.DataType | None:
     """The polars type a partition field is judged in: the source's for a range, the
     partition value's otherwise (None: not judged)."""
     kind = transform.partition("[")[0]
+    if kind in ("bucket", "truncate") and width(transform) <= 0:
+        return None  # a malformed transform: never judged
     try:
         if is_range(transform, source) or (kind == "truncate" and source in ("string",
                                                                               "binary")):
@@ -340,7 +340,7 @@ def _bucket(c: P.Cmp, transform: str, source: T.Type, dtype: pl.DataType) -> int
 
 def _forward(c: P.Cmp, pf: PartitionField, source: T.Type) -> P.Pred:
     """A comparison on a bucket or a truncated string or binary."""
-    kind, _, arg = pf.transform.partition("[")
+    kind, n = pf.transform.partition("[")[0], width(pf.transform)
     if kind == "bucket":
         dtype = T.polars_type(source)
         b = None if c.op != "=" else _bucket(c, pf.transform, source, dtype)
@@ -348,14 +348,13 @@ def _forward(c: P.Cmp, pf: PartitionField, source: T.Type) -> P.Pred:
     value = c.value
     if c.op == "!=" or not isinstance(value, str) or c.text != B.literal_sql(value):
         return P.TRUE  # a plain string constant, compared as strings (or as UTF-8 bytes)
-    width = int(arg.rstrip("]"))
     if source == "binary":
         try:
-            value = value.encode()[:width].decode()
+            value = value.encode()[:n].decode()
         except UnicodeError:
             return P.TRUE  # cut within a character: no text for it
     else:
-        value = value[:width]
+        value = value[:n]
     op: P.CmpOp = {"<": "<=", ">": ">="}.get(c.op, c.op)  # type: ignore[assignment]
     return P.Cmp(key(pf), op, value)
 
