@@ -146,6 +146,10 @@ def test_state_machine_role_statements_default(default_stack: Synthesized) -> No
         {"Action": ["s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts",
                     "s3:PutObject"], "Effect": "Allow", "Condition": OWN,
          "Resource": join(get_att(i["data"]), "/workflow-results/*")},
+        # a table's planned items (the table path's ItemReader), in _partials/ folders only
+        {"Action": "s3:GetObject", "Effect": "Allow", "Condition": OWN,
+         "Resource": [join(get_att(i["data"]), "/results/_partials/*"),
+                      join(get_att(i["data"]), "/results/*/_partials/*")]},
     ])
     distributed_map = next(v for k, v in policies.items() if "DistributedMapPolicy" in k)
     execution_name = {"Fn::Select": [6, {"Fn::Split": [":", {"Ref": i["state_machine"]}]}]}
@@ -157,10 +161,13 @@ def test_state_machine_role_statements_default(default_stack: Synthesized) -> No
         {"Action": ["states:DescribeExecution", "states:StopExecution"], "Effect": "Allow",
          "Resource": join(*execution_arn, ":*")},
         {"Action": "states:RedriveExecution", "Effect": "Allow",
-         "Resource": join(*execution_arn, "/s3slice:*")},
-        # counting the map's batches (DescribeMapRun) on its own Map Runs only
+         "Resource": [join(*execution_arn, f"/{label}:*")
+                      for label in ("s3slice", "s3slice-table")]},
+        # counting the maps' batches (DescribeMapRun) on its own Map Runs only (a prefix's
+        # map and a table's)
         {"Action": "states:DescribeMapRun", "Effect": "Allow",
-         "Resource": join(*execution_arn[:-2], ":mapRun:", execution_name, "/s3slice:*")},
+         "Resource": [join(*execution_arn[:-2], ":mapRun:", execution_name, f"/{label}:*")
+                      for label in ("s3slice", "s3slice-table")]},
     ])
     assert len(policies) == 2
 
@@ -224,6 +231,9 @@ def test_state_machine_role_statements_imported(imported_stack: Synthesized) -> 
         {"Action": ["s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts",
                     "s3:PutObject"], "Effect": "Allow", "Condition": OWNERS,
          "Resource": s3_arn("acme-results/runs/*")},
+        {"Action": "s3:GetObject", "Effect": "Allow", "Condition": OWNERS,
+         "Resource": [s3_arn("acme-results/sliced/_partials/*"),
+                      s3_arn("acme-results/sliced/*/_partials/*")]},
         {"Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Effect": "Allow",
          "Condition": VIA_S3, "Resource": list(KMS_KEY_ARNS)},
     ])
@@ -356,7 +366,8 @@ def test_every_s3_statement_is_pinned_to_the_bucket_owners(
                     found += 1
                     assert statement["Condition"]["StringEquals"] == (
                         expected["StringEquals"]), statement
-    assert found == (6 if synth.stack.data_bucket is not None else 8)
+    # (the state machine's read of a table's planned items is one of them)
+    assert found == (7 if synth.stack.data_bucket is not None else 9)
 
 
 def test_no_kms_grant_without_kms_keys(default_stack: Synthesized) -> None:
