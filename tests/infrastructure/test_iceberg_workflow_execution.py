@@ -15,7 +15,8 @@ Data Catalog, which the handler reaches through boto3. Each answer is compared w
 pyiceberg's scan of the same snapshot: a combining query over a partitioned table, over
 position deletes (pyiceberg applies them) and, by its Glue name, over equality deletes
 and a later append (pyiceberg's scan of the snapshot before the equality deletes, less the
-rows they delete: pyiceberg does not read equality deletes); a query that combines no rows
+rows they delete: pyiceberg does not read equality deletes), and over an earlier snapshot
+of that table (``snapshot_id``, time travel); a query that combines no rows
 (an output per batch, together the table's matching rows); a table that does not exist
 (the planning step's typed error fails the execution before any map).
 
@@ -84,6 +85,7 @@ POSITIONS_SQL = "SELECT COUNT(*) AS n, SUM(v) AS s, MIN(id) AS lo, MAX(id) AS hi
 EQUALITIES_SQL = "SELECT cat, COUNT(*) AS n, SUM(v) AS s, MAX(id) AS hi FROM s3object GROUP BY cat"
 MISSING_SQL = "SELECT COUNT(*) AS n FROM s3object"
 NOT_A_TABLE_SQL = "SELECT COUNT(*) AS rows FROM s3object"
+TIME_TRAVEL_SQL = "SELECT cat, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo FROM s3object GROUP BY cat"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -99,7 +101,8 @@ def aws(s3_server: S3Env) -> Iterator[Deployment]:
 
 
 @pytest.fixture(scope="module")
-def runs(aws: Deployment, partitioned: Any, deleted: Deleted) -> dict[str, Execution]:
+def runs(aws: Deployment, warehouse: Warehouse, partitioned: Any, deleted: Deleted
+         ) -> dict[str, Execution]:
     """The state machine (its maps batching ``BATCH`` items), the appended table
     registered in Glue, and every execution of the module, started at once."""
     import boto3
@@ -124,9 +127,18 @@ def runs(aws: Deployment, partitioned: Any, deleted: Deleted) -> dict[str, Execu
         "table-glue": table({"glue": GLUE_TABLE}, EQUALITIES_SQL),
         "table-missing": table("s3://iceberg-warehouse/warehouse/db/nothing/metadata/"
                                "v1.metadata.json", MISSING_SQL),
+        # an earlier snapshot of the appended table: the position deletes' one
+        "table-time-travel": {"source": time_travel(warehouse, deleted),
+                              "query": {"sql": TIME_TRAVEL_SQL}},
         # a source that is not a table takes the table path too, and is refused there
         "not-a-table": {"source": f"s3://{OUT}/in/", "query": {"sql": NOT_A_TABLE_SQL}},
     })
+
+
+def time_travel(warehouse: Warehouse, deleted: Deleted) -> dict[str, Any]:
+    """The appended table at the snapshot that added the position deletes."""
+    snapshot = warehouse.static(deleted.positions).metadata.current_snapshot_id
+    return {"iceberg": deleted.appended.metadata_location, "snapshot_id": snapshot}
 
 
 def batch_sizes(items: int) -> list[int]:
@@ -307,3 +319,22 @@ def test_a_source_that_is_not_a_table_is_refused_by_the_planning_step(
     assert event["PlanTable"]["source"] == f"s3://{OUT}/in/"
     assert response["errorType"] == "RequestError" and "iceberg" in response["errorMessage"]
     assert "Check" not in entered(run) and run.map_run is None
+
+
+@pytest.mark.slow
+def test_time_travel_to_an_earlier_snapshot(runs: dict[str, Execution], warehouse: Warehouse,
+                                            deleted: Deleted) -> None:
+    """``snapshot_id``: every batch reads that snapshot (its items name it), and the answer
+    is pyiceberg's scan of it, not of the current one."""
+    run = runs["table-time-travel"]
+    assert run.status == "SUCCEEDED", run
+    source = time_travel(warehouse, deleted)
+    (event, _), *_ = run.calls
+    assert event["PlanTable"]["source"] == source
+    batches = run.batches()
+    assert {i["snapshot_id"] for b in batches for i in b["Items"]} == {source["snapshot_id"]}
+    assert source["snapshot_id"] != deleted.appended.metadata.current_snapshot_id
+    rows = pl.from_arrow(deleted.appended.scan(snapshot_id=source["snapshot_id"]).to_arrow())
+    assert isinstance(rows, pl.DataFrame) and rows.height == 300 - 4
+    want = pl.SQLContext(s3object=rows).execute(TIME_TRAVEL_SQL, eager=True)
+    reduced(run, want, files=run.output["plan"]["items"]["count"])
