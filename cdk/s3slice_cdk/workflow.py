@@ -1,5 +1,6 @@
-"""A Step Functions Distributed Map that runs one query over every object under a prefix,
-checked before it starts and followed by one reduce step.
+"""A Step Functions Distributed Map that runs one query over every object under a prefix
+(or every data file an Iceberg table's snapshot needs), checked before it starts and
+followed by one reduce step.
 
 Input (every field optional; the defaults are the stack's settings)::
 
@@ -32,8 +33,9 @@ combined answer, whatever the map tolerated; for any other query it answers
 An input whose ``source`` is an Iceberg table (``{"source": {"iceberg":
 "s3://b/warehouse/db/t/metadata/v3.metadata.json"}}``, or ``{"iceberg": {"glue":
 "db.t"}}``, with an optional ``snapshot_id`` or ``as_of``) takes the table path instead
-(``Source``, a ``Choice`` on ``$.source`` being present; the prefix path's states are the
-same): the planning step invokes ``{"PlanTable": {"source", "query", "output", "run"}}``,
+(``Source``, a ``Choice`` on ``$.source`` being present, after the defaults; any other
+input goes on to the check, and every state of the prefix path is as before): the planning
+step invokes ``{"PlanTable": {"source", "query", "output", "run"}}``,
 which plans the snapshot from metadata, writes the planned data files as a JSON array to
 ``<output>_partials/<run>/items.json`` and answers ``{"combines", "items": {"bucket",
 "key", "count"}, "stats"}`` (kept at ``$.plan``: the files and bytes metadata pruned), or
@@ -47,7 +49,8 @@ composing stack grants it).
 
 The events' fields are the function's (``BATCH_INPUT_FIELDS``, ``CHECK_FIELDS``,
 ``REDUCE_FIELDS`` of ``functions/s3slice/contract.py``, via ``contract``): checked here, at
-import.
+import (``PlanTable``'s, ``PLAN_FIELDS`` of ``s3slice.entry.tables``, by
+``tests/infrastructure/test_table_workflow.py``).
 """
 
 from __future__ import annotations
@@ -138,7 +141,7 @@ class WorkflowProps:
     results_prefix: str
     #: The Distributed Map's ``MaxConcurrency``.
     max_concurrency: int = 100
-    #: Objects per child execution (``ItemBatcher``).
+    #: Objects (or a table's planned data files) per child execution (``ItemBatcher``).
     items_per_batch: int = 10
     #: The default of the input's ``toleratedFailurePercentage``: the map's tolerance for
     #: a query that does not combine objects (one that does tolerates none).
@@ -154,7 +157,8 @@ class Workflow(Construct):
 
     It grants itself only what Step Functions does for it (invoking the function,
     starting and describing its own child executions and Map Runs, writing its logs); listing the
-    source buckets and writing the results prefix are granted by the composing stack.
+    source buckets, reading a table's planned items in the ``_partials/`` folders and
+    writing the results prefix are granted by the composing stack.
 
     Attributes: ``state_machine``, ``log_group``, ``check``, ``tolerance`` (the
     ``Choice``), ``no_failed_batches`` (its ``Pass`` for a combining query),
