@@ -25,7 +25,10 @@ serialize. Every other state runs as synthesized. One more seam of the interpret
 patched, not touching the definition: moto's SDK integration passes ``Parameters`` to
 boto3 as written, so ``CountBatches``' ``MapRunArn`` (Step Functions' SDK integrations
 name fields in PascalCase) is given to boto3 as ``mapRunArn`` and the response's fields
-come back in PascalCase (``ExecutionCounts.Total``).
+come back in PascalCase (``ExecutionCounts.Total``). The seams are one context manager,
+:func:`interpreter`, which ``test_iceberg_workflow_execution.py`` runs a table's path
+with; there the JSON ``ItemReader``'s ``s3:getObject`` groups the array it read as the
+listing groups a prefix's objects.
 
 moto evaluates ``ToleratedFailurePercentagePath`` (a value outside 0..100 fails the
 state) and records it in the Map Run (``DescribeMapRun``), but does not enforce it: every
