@@ -83,6 +83,12 @@ class Fetcher(Protocol):
 
     def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]: ...
 
+    def polars_location(self, obj: ObjectRef) -> tuple[str, dict[str, str]] | None:
+        """``obj``'s URI and the storage options with which polars' own reader reads it
+        as this fetcher would, or None when it cannot (not S3, a caller's own credential
+        provider, a key polars' URI parsing may read otherwise)."""
+        ...
+
     def put(self, bucket: str, key: str, data: bytes | Path) -> None:
         """Write ``data`` (bytes, or a file's content, in parts when it is large) whole."""
 

@@ -64,6 +64,9 @@ class LocalFetcher:
                 self.counters.add(len(data))
                 sink(start, memoryview(data))
 
+    def polars_location(self, obj: ObjectRef) -> tuple[str, dict[str, str]] | None:
+        return None  # its bytes are read through the image, like any ranged read
+
     def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
         base = self.root / bucket
         refs = [ObjectRef(bucket=bucket, key=p.relative_to(base).as_posix(),
@@ -142,6 +145,9 @@ class RecordingFetcher:
             self.batches.append(sum(end - start for start, end in ranges))
         self.inner.get_ranges(obj, ranges, etag=etag, sink=recording_sink,
                               concurrency=concurrency)
+
+    def polars_location(self, obj: ObjectRef) -> tuple[str, dict[str, str]] | None:
+        return None  # every request goes through it, to be recorded
 
     def list_objects(self, bucket: str, prefix: str) -> list[ObjectRef]:
         self._record(Call("list", f"s3://{bucket}/{prefix}"))

@@ -41,6 +41,31 @@ if TYPE_CHECKING:
 #: A ranged GET's body reaches the sink in chunks of at least this many bytes (the last
 #: one smaller), so the parts in flight hold a chunk each, not whole parts.
 STREAM_CHUNK = 1024 * 1024
+#: Keys polars' own reader is given (:meth:`S3Fetcher.polars_location`).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-/=]*")
+
+
+def polars_location(settings: Settings, obj: ObjectRef) -> tuple[str, dict[str, str]] | None:
+    """Where polars' own reader reads ``obj`` as :class:`S3Fetcher` would (its URI and
+    storage options), else None. It is given the environment's keys (Lambda's), the
+    region and the endpoint; never a caller's credential provider or boto3's chain, and
+    only keys of plain characters (its URI parsing decodes ``%``, stops at ``?`` and
+    ``#``)."""
+    env, s = os.environ, settings
+    key_id, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+    if (s.credentials is not None or not key_id or not secret
+            or not _PLAIN_KEY.fullmatch(obj.key) or "//" in obj.key):
+        return None
+    options = {"aws_access_key_id": key_id, "aws_secret_access_key": secret,
+               "aws_region": s.region}
+    if env.get("AWS_SESSION_TOKEN"):
+        options["aws_session_token"] = env["AWS_SESSION_TOKEN"]
+    if s.endpoint_url:
+        options["aws_endpoint_url"] = s.endpoint_url
+        options["aws_virtual_hosted_style_request"] = "false"
+        if s.endpoint_url.startswith("http://"):
+            options["aws_allow_http"] = "true"
+    return f"s3://{obj.bucket}/{obj.key}", options
 
 
 def _map_error(e: BaseException, uri: str) -> Exception:
@@ -127,6 +152,9 @@ class S3Fetcher:
                                 retry_config=retry, credential_provider=provider)
                 self._stores[bucket] = store
             return store
+
+    def polars_location(self, obj: ObjectRef) -> tuple[str, dict[str, str]] | None:
+        return polars_location(self.settings, obj)
 
     def get_tail(self, obj: ObjectRef, nbytes: int, *,
                  if_none_match: str | None = None) -> Tail | None:

@@ -134,7 +134,7 @@ def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Sch
     """polars' decode of the image (of its ``rows``, a slice, when given), filtered by
     ``analysis`` when given, as the pyarrow path types it; None when polars fails or
     panics."""
-    want = _polars_schema(schema, tuple(columns))
+    want = polars_schema(schema, tuple(columns))
     try:
         lf = pl.scan_parquet(image.reader_source(), glob=False,
                              hive_partitioning=False).select(columns)
@@ -154,7 +154,7 @@ def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Sch
 
 
 @functools.lru_cache(maxsize=64)
-def _polars_schema(schema: pa.Schema, columns: tuple[str, ...]) -> pl.Schema:
+def polars_schema(schema: pa.Schema, columns: tuple[str, ...]) -> pl.Schema:
     """The polars types the pyarrow path gives ``columns`` of ``schema``: once per schema
     (the objects of a prefix share theirs; building it costs about 0.25 ms an object)."""
     return to_polars(compatible(schema).empty_table().select(list(columns))).schema

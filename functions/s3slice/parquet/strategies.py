@@ -27,6 +27,7 @@ from s3slice._model import ObjectRef
 from s3slice._read import Io, Timings
 from s3slice._settings import Settings
 from s3slice.fetch.image import FileImage, Image, MemoryImage
+from s3slice.parquet import handoff as _handoff
 from s3slice.parquet import pages as _pages
 from s3slice.parquet.decode import decode, empty
 from s3slice.parquet.footer import Footer, reaching_head
@@ -51,6 +52,8 @@ class Job:
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: When set, the rows go here a row group at a time and are never held whole.
     sink: Callable[[pl.DataFrame], None] | None = None
+    #: Where polars' own S3 reader could read the object (:mod:`.handoff`), if anywhere.
+    polars_location: tuple[str, dict[str, str]] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -208,6 +211,9 @@ class Ranges(Strategy):
         pages = None if job.analysis.pruned else self._page_plan(io, job)
         if pages is not None:
             return self._pages(io, job, pages)
+        handed = self._handoff(io, job)
+        if handed is not None:
+            return handed
         if job.sink is not None:
             return self._ahead(io, job)
         with job.timings.phase("fetch"):
@@ -218,6 +224,23 @@ class Ranges(Strategy):
         finally:
             image.close()
         return _decoded(job, frame, decoder)
+
+    @staticmethod
+    def _handoff(io: Io, job: Job) -> Decoded | None:
+        """The plan's bytes fetched and decoded by polars' own S3 reader, when they are
+        exactly what it would fetch (:mod:`.handoff`); None when they are not, or polars
+        failed (the ranged read then does it). ``strategy_inputs.transport`` says which."""
+        if job.etag is None or job.polars_location is None or not _handoff.applies(
+                io.settings, job.footer, job.plan, job.analysis, job.obj.uri):
+            return None
+        with job.timings.phase("execute"):
+            frame = _handoff.read(io, job.obj, job.plan, job.analysis, job.etag,
+                                  job.polars_location)
+        if frame is None:
+            job.inputs["transport"] = "s3slice (polars' reader failed)"
+            return None
+        job.inputs["transport"] = "polars"
+        return _decoded(job, _streamed(job, frame), "polars")
 
     @staticmethod
     def _ahead(io: Io, job: Job) -> Decoded:
