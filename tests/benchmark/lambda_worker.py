@@ -40,6 +40,25 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _usage() -> dict[str, float]:
+    """CPU (user + sys, every thread), wall clock, context switches (voluntary: a thread
+    waited, e.g. for the socket; involuntary: it was preempted) and page faults, so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "wall_s": time.perf_counter(),
+        "nvcsw": ru.ru_nvcsw,
+        "nivcsw": ru.ru_nivcsw,
+        "minflt": ru.ru_minflt,
+        "majflt": ru.ru_majflt,
+    }
+
+
+def _since(before: dict[str, float]) -> dict[str, float]:
+    now = _usage()
+    return {k: round(now[k] - v, 4) for k, v in before.items()}
+
+
 def _peak_rss_kib() -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -86,9 +105,13 @@ def polars_collect(spec: dict[str, Any]) -> Job:
             if spec["format"] == "csv"
             else (pl.scan_parquet(url, storage_options=so))
         )
+        before = _usage()
         df = polars_query(lf, q).collect()
+        read = _since(before)
+        before = _usage()
         df.write_parquet(f"s3://{bucket}/{out}result.parquet", storage_options=so)
-        return {"rows": df.height}
+        # the two halves of the job, for tests.benchmark.peer_cpu (two getrusage calls)
+        return {"rows": df.height, "read": read, "write": _since(before)}
 
     return job
 
@@ -335,7 +358,7 @@ def main(spec_path: str, out_path: str) -> int:
                 prof = cProfile.Profile(time.process_time)
             if n in profiled and spec.get("profiler") == "py-spy" and spy is None:
                 spy = _start_py_spy(spec)
-            c0, w0 = _cpu_s(), time.perf_counter()
+            c0, w0, u0 = _cpu_s(), time.perf_counter(), _usage()
             if prof is not None and n in profiled:
                 prof.enable()
             info = job(key, dest)
@@ -343,6 +366,7 @@ def main(spec_path: str, out_path: str) -> int:
                 prof.disable()
             record[f"job{n}_s"] = time.perf_counter() - w0
             record[f"job{n}_cpu_s"] = _cpu_s() - c0
+            record[f"job{n}_usage"] = _since(u0)
             record[f"job{n}_info"] = info
         record["phase"] = "done"
         record["ok"] = True
