@@ -244,3 +244,29 @@ def test_columns_polars_would_fetch_the_gap_between_are_read_by_s3slice(lake: S3
     got, stats = answer(f"s3://{DATA}/t.parquet", ["id", "s"], "s = 'k7'", lake)
     assert got.equals(oracle(DATA_BYTES, ["id", "s"], "s = 'k7'"))
     assert "transport" not in stats["strategy_inputs"]
+
+
+def test_a_read_whose_chunks_and_answer_may_pass_the_memory_budget_is_not_handed_off(
+        lake: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``id`` and ``x`` decode to 3.2 MB: within the default budget polars reads them;
+    under a 1 MB budget the ranged read does (polars would hold the chunks and every row
+    at once)."""
+    n = 200_000
+    t = pa.table({"id": pa.array(range(n), pa.int64()),
+                  "x": pa.array([i % 1000 for i in range(n)], pa.int64()),
+                  **{f"z{k}": pa.array([(i * 2654435761 + k) % 2**61 / 3 for i in range(n)])
+                     for k in range(3)}})
+    buf = io.BytesIO()
+    pq.write_table(t, buf, row_group_size=50_000, compression="snappy", use_dictionary=False)
+    data = buf.getvalue()
+    lake.client.put_object(Bucket=DATA, Key="big.parquet", Body=data)
+    where = "x < 5"
+    want = oracle(data, ["id", "x"], where)
+    got, stats = answer(f"s3://{DATA}/big.parquet", ["id", "x"], where, lake)
+    assert got.equals(want)
+    assert stats["strategy_inputs"]["transport"] == "polars", stats["strategy_inputs"]
+    monkeypatch.setenv("S3SLICE_MEMORY_BUDGET_MB", "1")
+    _entry.reset()
+    got, stats = answer(f"s3://{DATA}/big.parquet", ["id", "x"], where, lake)
+    assert got.equals(want)
+    assert "transport" not in stats["strategy_inputs"]

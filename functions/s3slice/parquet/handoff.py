@@ -52,8 +52,8 @@ def applies(s: Settings, footer: Footer, plan: Plan, analysis: Analysis, uri: st
     """Whether polars' S3 reader would fetch exactly the plan's bytes and decode them as
     the image's read would: a filtered read of every row group (the page index, when
     there is one, already found no pages to leave out), flat columns polars types as the
-    pyarrow path does, and decoded columns that fit the memory budget (polars holds them
-    whole)."""
+    pyarrow path does, and fetched and decoded columns that fit the memory budget together
+    (polars holds the fetched chunks while the answer, which may be every row, grows)."""
     md = footer.metadata
     if (s.strategy != "auto" or analysis.pruned or analysis.where is None or plan.fields
             or not plan.columns or md.num_row_groups == 0
@@ -68,7 +68,7 @@ def applies(s: Settings, footer: Footer, plan: Plan, analysis: Analysis, uri: st
     index = {md.schema.column(i).path: i for i in range(md.num_columns)}
     decoded = sum(md.row_group(g).column(index[c]).total_uncompressed_size
                   for g in range(md.num_row_groups) for c in columns)
-    if plan.needed_bytes > s.memory_budget_bytes or decoded > s.memory_budget_bytes:
+    if plan.needed_bytes + decoded > s.memory_budget_bytes:
         return False
     # polars fetches a row group's needed chunks in as few GETs as it likes, the other
     # columns' bytes between them too (the tests' server log shows it): the hand-off is
