@@ -3,7 +3,8 @@
 Every S3 statement carries an ``s3:ResourceAccount`` condition naming the accounts that may
 own the buckets, so a bucket name deleted and re-registered by another account is never
 trusted. KMS grants name exact key ARNs and hold only for requests S3 makes in the
-stack's region (``kms:ViaService``).
+stack's region (``kms:ViaService``). Glue grants name exact tables (with their catalog and
+databases, which Glue checks too).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Aws
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -100,6 +101,27 @@ def grant_kms(grantee: iam.IGrantable, keys: Sequence[kms.IKey],
         resources=_unique(key.key_arn for key in keys),
         conditions={"StringEquals": {"kms:ViaService": f"s3.{Aws.REGION}.amazonaws.com"}},
     ))
+
+
+def glue_get_tables(stack: Stack, names: Sequence[str]) -> iam.PolicyStatement:
+    """``glue:GetTable`` on exactly the Glue Data Catalog tables ``names``
+    (``"database.table"``, checked by the caller): Glue checks the caller's access to the
+    catalog and the table's database too, so their ARNs are granted with the tables'."""
+    def arn(resource: str, name: str | None = None) -> str:
+        return stack.format_arn(service="glue", resource=resource, resource_name=name)
+    databases = sorted({n.partition(".")[0] for n in names})
+    return iam.PolicyStatement(
+        actions=["glue:GetTable"],
+        resources=[arn("catalog"), *(arn("database", d) for d in databases),
+                   *(arn("table", n.replace(".", "/", 1)) for n in _unique(names))])
+
+
+def grant_glue_get_tables(grantee: iam.IGrantable, stack: Stack,
+                          names: Sequence[str]) -> None:
+    """``glue:GetTable`` on exactly ``names`` (``glue_get_tables``); nothing for none."""
+    if not names:
+        return
+    grantee.grant_principal.add_to_principal_policy(glue_get_tables(stack, names))
 
 
 def _unique(items: Iterable[str]) -> list[str]:

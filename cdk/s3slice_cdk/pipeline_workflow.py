@@ -32,7 +32,7 @@ from .contract import PARTIALS
 from .grants import KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
 from .nag import Acknowledged, acknowledge_workflow, nag_rendering
-from .settings import KEY_CHARACTERS, SettingsError
+from .settings import KEY_CHARACTERS, SettingsError, is_glue_table
 from .workflow import Workflow, WorkflowProps
 
 if TYPE_CHECKING:
@@ -111,7 +111,8 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
         grants.grant_list(function.function, tables, accounts=accounts)
         pipeline.acknowledgments.locations.extend(tables)
     if props.glue_tables:
-        function.function.add_to_role_policy(_glue_get_tables(pipeline, props.glue_tables))
+        function.function.add_to_role_policy(
+            grants.glue_get_tables(Stack.of(pipeline), props.glue_tables))
     machine = workflow.state_machine
     grants.grant_list(machine, [pipeline.watched], accounts=accounts)
     grants.grant_get_objects(machine, partials, accounts=accounts)  # a table's items
@@ -163,24 +164,6 @@ def _check_tables(props: PipelineWorkflowProps, owner: str) -> None:
             raise SettingsError(f"{owner}: table_locations: {table.prefix!r} must be a folder "
                                 f"(ending with '/') of letters, digits and / ! - _ . ' ( ) =")
     for name in props.glue_tables:
-        database, dot, table_name = name.partition(".")
-        if not (dot and _GLUE_NAME.fullmatch(database) and _GLUE_NAME.fullmatch(table_name)):
+        if not is_glue_table(name):
             raise SettingsError(f"{owner}: glue_tables: {name!r} is not 'database.table'")
 
-
-#: A Glue database's or table's name, as an ARN may name it exactly.
-_GLUE_NAME = re.compile(r"[a-z0-9_-]{1,255}")
-
-
-def _glue_get_tables(pipeline: Pipeline, names: Sequence[str]) -> iam.PolicyStatement:
-    """``glue:GetTable`` on exactly these tables (Glue checks the catalog and the
-    database too)."""
-    stack = Stack.of(pipeline)
-
-    def arn(resource: str, name: str | None = None) -> str:
-        return stack.format_arn(service="glue", resource=resource, resource_name=name)
-    databases = sorted({n.partition(".")[0] for n in names})
-    return iam.PolicyStatement(
-        actions=["glue:GetTable"],
-        resources=[arn("catalog"), *(arn("database", d) for d in databases),
-                   *(arn("table", n.replace(".", "/", 1)) for n in names)])

@@ -19,6 +19,11 @@ readUris                            (none)                         more ``s3://b
                                                                    read (never triggers)
 allowWholeBucketReads               false                          readUris may name a whole
                                                                    bucket (``s3://bucket/``)
+glueTables                          (none)                         AWS Glue Data Catalog tables
+                                                                   (``database.table``,
+                                                                   comma-separated) the function
+                                                                   may resolve: ``glue:GetTable``
+                                                                   on exactly those
 kmsKeyArns                          (none)                         KMS keys of SSE-KMS buckets
                                                                    (key ARNs, comma-separated)
 bucketAccounts                      (none)                         more accounts that may own
@@ -140,6 +145,17 @@ class SettingsError(ValueError):
     """A context value is missing, malformed or contradicts another one."""
 
 
+#: A Glue database's or table's name, as an IAM ARN may name it exactly (Glue keeps names
+#: in lowercase; no ``*``, ``?`` or ``.``).
+_GLUE_NAME = re.compile(r"[a-z0-9_-]{1,255}")
+
+
+def is_glue_table(name: str) -> bool:
+    """``name`` is ``database.table``, each part a Glue name (``_GLUE_NAME``)."""
+    database, dot, table = name.partition(".")
+    return bool(dot and _GLUE_NAME.fullmatch(database) and _GLUE_NAME.fullmatch(table))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class S3Location:
     """A bucket (by name; ``None`` is the bucket the stack creates) and a key prefix."""
@@ -166,6 +182,9 @@ class StackSettings:
     source_suffixes: tuple[str, ...] = (".parquet", ".csv", ".json", ".jsonl", ".ndjson")
     read_uris: tuple[S3Location, ...] = ()
     allow_whole_bucket_reads: bool = False
+    #: Glue Data Catalog tables (``database.table``) whose metadata location the function may
+    #: look up (``{"iceberg": {"glue": ...}}``); their files must lie in a readable location.
+    glue_tables: tuple[str, ...] = ()
     kms_key_arns: tuple[str, ...] = ()
     bucket_accounts: tuple[str, ...] = ()
     output_bucket: str | None = None
@@ -261,6 +280,12 @@ class StackSettings:
             if location.bucket is None or not _BUCKET_NAME.match(location.bucket):
                 raise SettingsError(f"readUris: {location.bucket!r} is not a valid bucket name")
         _check_characters(self)
+        for name in self.glue_tables:
+            if not is_glue_table(name):
+                raise SettingsError(
+                    f"glueTables: {name!r} is not 'database.table' (a Glue database's and "
+                    "table's names, each of lowercase letters, digits, '_' and '-', joined "
+                    "by one '.')")
         for arn in self.kms_key_arns:
             if not _KEY_ARN.match(arn):
                 raise SettingsError(
@@ -555,6 +580,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "source_suffixes": _parse_list,
     "read_uris": _parse_uris,
     "allow_whole_bucket_reads": _parse_bool,
+    "glue_tables": _parse_list,
     "kms_key_arns": _parse_list,
     "bucket_accounts": _parse_list,
     "output_bucket": _parse_optional_str,

@@ -37,6 +37,10 @@ class S3SliceStack(Stack):
     statement holds only for buckets owned by the deploying account or ``bucketAccounts``
     (``s3:ResourceAccount``); ``kmsKeyArns`` adds ``kms:Decrypt`` (reads) and
     ``kms:GenerateDataKey`` (writes) on exactly those keys, through S3 in the region.
+    ``glueTables`` adds ``glue:GetTable`` on exactly those tables (and the catalog and
+    their databases, which Glue checks too), so the function can resolve
+    ``{"iceberg": {"glue": "database.table"}}``; the tables' files must be readable
+    (the watched location or ``readUris``).
 
     Attributes: ``settings``, ``data_bucket`` (``None`` when ``sourceBucket`` is given),
     ``access_logs_bucket``, ``source_bucket``, ``output_bucket``, ``read_function``,
@@ -154,6 +158,8 @@ class S3SliceStack(Stack):
         grants.grant_list(function, self.partials_locations, accounts=accounts)
         grants.grant_kms(function, self.kms_keys, KMS_READ_ACTIONS)
         grants.grant_kms(function, self.kms_keys, KMS_WRITE_ACTIONS)
+        # Tables named in the Glue Data Catalog (``glueTables``): their metadata location.
+        grants.grant_glue_get_tables(function, self, settings.glue_tables)
 
         # ------------------------------------------------------------------ triggers
         self.triggers = Triggers(self, "Triggers", props=TriggersProps(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def test_documented_defaults() -> None:
     assert settings.workflow_concurrency == 100
     assert settings.workflow_timeout_hours == 24
     assert (settings.read_uris, settings.allow_whole_bucket_reads) == ((), False)
+    assert settings.glue_tables == ()
     assert (settings.kms_key_arns, settings.bucket_accounts) == ((), ())
     assert (settings.alarm_topic_arn, settings.alarm_email) == (None, None)
     assert settings.noncurrent_version_days == 30
@@ -300,6 +302,56 @@ def test_lists_of_keys_and_accounts_are_parsed() -> None:
     assert settings.kms_key_arns == tuple(keys.split(","))
     assert settings.bucket_accounts == ("210987654321", "111122223333")
     assert settings.alarm_email == "ops@acme.example"
+
+
+
+# ----------------------------------------------------------------------------- glueTables
+@pytest.mark.parametrize("raw", [
+    "sales.orders, ops.run_log-2",            # the command line: comma-separated
+    '["sales.orders", "ops.run_log-2"]',     # a JSON list given as a string
+    ["sales.orders", " ops.run_log-2 "],     # cdk.json: a typed list
+    "sales.orders,,ops.run_log-2,",          # empty items are dropped, as readUris'
+])
+def test_glue_tables_are_parsed_as_read_uris_are(raw: Any) -> None:
+    assert from_context(glueTables=raw).glue_tables == ("sales.orders", "ops.run_log-2")
+
+
+@pytest.mark.parametrize("raw", ["", " ", [], "[]"])
+def test_no_glue_tables_is_the_default(raw: Any) -> None:
+    assert from_context(glueTables=raw) == StackSettings()
+
+
+@pytest.mark.parametrize("name", [
+    "orders",              # no database
+    "sales.",              # no table
+    ".orders",
+    "sales.Orders",        # Glue keeps names in lowercase: this one never matches a table
+    "sales.orders.v2",     # a '.' in the table's name: not one table ARN
+    "sales.ord*",          # IAM wildcards would grant more than the name
+    "sales.ord?rs",
+    "*.orders",
+    "${aws:username}.orders",  # an IAM policy variable
+    "sales/orders",
+    "sales.or ders",
+    "s" * 256 + ".orders",  # longer than Glue allows
+])
+def test_a_glue_table_that_is_not_database_dot_table_is_refused(name: str) -> None:
+    with pytest.raises(SettingsError, match=f"^glueTables: {re.escape(repr(name))} is not "
+                                            "'database.table'"):
+        from_context(glueTables=f"sales.items,{name}")
+    with pytest.raises(SettingsError, match="^glueTables: "):  # ... typed, from cdk.json
+        from_context(glueTables=["sales.items", name])
+
+
+@pytest.mark.parametrize("raw", [3, {"sales": "orders"}, ["sales.orders", 3]])
+def test_glue_tables_of_another_type_are_refused(raw: Any) -> None:
+    with pytest.raises(SettingsError, match="^glueTables: "):
+        from_context(glueTables=raw)
+
+
+def test_the_longest_glue_names_are_accepted() -> None:
+    name = "d" * 255 + "." + "t_-9" * 63 + "t_-"
+    assert from_context(glueTables=name).glue_tables == (name,)
 
 
 # ------------------------------------------------------------- the function's contract

@@ -22,6 +22,7 @@ from tests.infrastructure.support import (
     REPO_DIR,
     Synthesized,
     state_machine_definition,
+    synthesize,
 )
 
 pytestmark = pytest.mark.infrastructure
@@ -648,6 +649,75 @@ def test_stack_is_environment_agnostic(default_stack: Synthesized) -> None:
     assert default_stack.stack.environment == "aws://unknown-account/unknown-region"
 
 
+# ----------------------------------------------------------------------------- glueTables
+#: Two tables of one database and one of another, as the command line gives them.
+GLUE_TABLES = "sales.orders, sales.items,ops.run_log-2"
+
+
+@pytest.fixture(scope="module")
+def glue_stack(stand_in_layer: Path, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The default stack with ``glueTables`` (and nothing else) set."""
+    return synthesize({"layerDir": str(stand_in_layer), "glueTables": GLUE_TABLES},
+                      tmp_path_factory.mktemp("glue"))
+
+
+def glue_arn(resource: str) -> dict[str, Any]:
+    """``arn:${Partition}:glue:${Region}:${AccountId}:<resource>``: this account's catalog."""
+    return join("arn:", {"Ref": "AWS::Partition"}, ":glue:", {"Ref": "AWS::Region"}, ":",
+                ACCOUNT, f":{resource}")
+
+
+def test_glue_tables_grant_get_table_on_exactly_those_tables(
+        glue_stack: Synthesized, default_stack: Synthesized) -> None:
+    """The function's policy is the default's plus one statement: ``glue:GetTable`` on the
+    catalog, each named database and each named table, nothing else (no wildcard, no
+    other action, no other role)."""
+    i = ids(glue_stack)
+    (statements,) = policy_statements(glue_stack, i["function_role"]).values()
+    glue = [s for s in statements if "glue:" in json.dumps(s["Action"])]
+    assert canonical(glue) == canonical([
+        {"Action": "glue:GetTable", "Effect": "Allow",
+         "Resource": [glue_arn("catalog"), glue_arn("database/ops"), glue_arn("database/sales"),
+                      glue_arn("table/sales/orders"), glue_arn("table/sales/items"),
+                      glue_arn("table/ops/run_log-2")]}])
+    (default,) = policy_statements(default_stack, ids(default_stack)["function_role"]).values()
+    assert canonical([s for s in statements if s not in glue]) == canonical(default)
+    # ... and no other resource of the stack differs from the default stack's.
+    policy = next(name for name in policy_statements(glue_stack, i["function_role"]))
+    assert {k: v for k, v in glue_stack.json["Resources"].items() if k != policy} == {
+        k: v for k, v in default_stack.json["Resources"].items() if k != policy}
+    assert glue_stack.json["Resources"].keys() == default_stack.json["Resources"].keys()
+    for name, other in glue_stack.resources("AWS::IAM::Policy").items():
+        if name != policy:
+            assert "glue:" not in json.dumps(other), name
+
+
+@pytest.mark.parametrize("which", ["default_stack", "imported_stack", "snap_start_stack"])
+def test_no_glue_grant_without_glue_tables(which: str, request: pytest.FixtureRequest) -> None:
+    synth: Synthesized = request.getfixturevalue(which)
+    assert synth.stack.settings.glue_tables == ()
+    assert ":glue:" not in json.dumps(synth.json)
+    assert "glue:" not in json.dumps(synth.json)
+
+
+def test_glue_tables_leave_cdk_nag_clean(glue_stack: Synthesized) -> None:
+    from cdk_nag import AwsSolutionsChecks
+
+    report = AwsSolutionsChecks().validate_scope(glue_stack.stack)
+    assert [(v.rule_name, [r.template_path for r in v.violating_resources])
+            for v in report.violations] == []
+    assert report.success
+
+
+def test_a_duplicated_glue_table_is_granted_once(stand_in_layer: Path, tmp_path: Path) -> None:
+    synth = synthesize({"layerDir": str(stand_in_layer),
+                        "glueTables": ["sales.orders", "sales.orders"]}, tmp_path)
+    (statements,) = policy_statements(synth, ids(synth)["function_role"]).values()
+    (glue,) = [s for s in statements if s["Action"] == "glue:GetTable"]
+    assert glue["Resource"] == [glue_arn("catalog"), glue_arn("database/sales"),
+                                glue_arn("table/sales/orders")]
+
+
 # ----------------------------------------------------------------------------- failures
 def test_missing_layer_fails_synth_with_instructions(tmp_path: Path) -> None:
     with pytest.raises(LayerNotBuiltError, match=r"python layers/build\.py --arch arm64"):
@@ -674,6 +744,8 @@ def test_output_inside_watched_prefix_fails_synth(stand_in_layer: Path) -> None:
     ({"reservedConcurrency": "20", "workflowMaxConcurrency": "20"},
      "eventSourceMaxConcurrency + workflowMaxConcurrency"),
     ({"kmsKeyArns": "arn:aws:kms:eu-west-1:123456789012:alias/data"}, "kmsKeyArns"),
+    ({"glueTables": "sales.orders,sales.*"}, "glueTables"),
+    ({"glueTables": "orders"}, "glueTables"),
 ])
 def test_escapes_fail_synth(stand_in_layer: Path, context: dict[str, Any], key: str) -> None:
     """Each context that would grant more than it names (an IAM wildcard, a read of the
