@@ -47,7 +47,6 @@ logger = logging.getLogger("s3slice")
 POLARS_SUFFIX = 256 * 1024
 
 
-
 def applies(s: Settings, footer: Footer, plan: Plan, analysis: Analysis, uri: str) -> bool:
     """Whether polars' S3 reader would fetch exactly the plan's bytes and decode them as
     the image's read would: a filtered read of every row group (the page index, when
@@ -73,9 +72,7 @@ def applies(s: Settings, footer: Footer, plan: Plan, analysis: Analysis, uri: st
     # polars fetches a row group's needed chunks in as few GETs as it likes, the other
     # columns' bytes between them too (the tests' server log shows it): the hand-off is
     # only for needed chunks (nearly) side by side, as when the query's columns are.
-    spans = sum(max(e for _, e in plan.chunks[g]) - min(a for a, _ in plan.chunks[g])
-                for g in plan.row_groups)
-    if spans - plan.needed_bytes > plan.needed_bytes // 16:
+    if sum(_spans(plan)) - plan.needed_bytes > plan.needed_bytes // 16:
         return False
     return _native_schema(footer, tuple(columns)) == polars_schema(schema, tuple(columns))
 
@@ -89,8 +86,13 @@ def planned_gets(plan: Plan) -> list[int]:
     gets = [min(footer.size, POLARS_SUFFIX)]
     if footer.length > POLARS_SUFFIX:
         gets.append(footer.length - POLARS_SUFFIX)
-    return gets + [max(e for _, e in plan.chunks[g]) - min(a for a, _ in plan.chunks[g])
-                   for g in plan.row_groups]
+    return gets + _spans(plan)
+
+
+def _spans(plan: Plan) -> list[int]:
+    """Each kept row group's bytes from its first needed chunk to the end of its last."""
+    return [max(e for _, e in plan.chunks[g]) - min(a for a, _ in plan.chunks[g])
+            for g in plan.row_groups]
 
 
 def _native_schema(footer: Footer, columns: tuple[str, ...]) -> pl.Schema:
