@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from s3slice._errors import RequestError
 
@@ -113,3 +113,9 @@ def parse_table_source(raw: Mapping[str, object]) -> TableSource:
         raise RequestError(f"{table!r} names no metadata file (a key ending in .json)",
                            field="source.iceberg")
     return TableSource(bucket=bucket, key=key, snapshot_id=snapshot, as_of_ms=as_of)
+
+
+def table_of(sources: Sequence[object]) -> TableSource | None:
+    """The table a request's ``sources`` name, if they name one."""
+    [*named] = sources
+    return named[0] if len(named) == 1 and isinstance(named[0], TableSource) else None

@@ -41,8 +41,8 @@ from s3slice._read import (
     no_span,
 )
 from s3slice._settings import Settings
+from s3slice._table import table_of
 from s3slice.engine import sources as _sources
-from s3slice.engine.iceberg_source import read_table, table_of
 from s3slice.engine.lacking import read_all
 from s3slice.engine.results import ReadResult, Stats
 from s3slice.fetch.base import Fetcher
@@ -145,7 +145,10 @@ class Engine:
         With ``sink`` (only for a request that :meth:`streams`), the answer goes there a
         row group at a time, each piece through the query's final step, and is never held
         whole: the result's frame then holds no rows, only the answer's schema."""
-        if (table := table_of(request)) is not None:  # an Iceberg table (never streamed)
+        if (table := table_of(request.sources)) is not None:  # an Iceberg table (never streamed)
+            # imported here: the Iceberg modules cost some 55 ms of a cold start otherwise
+            from s3slice.engine.iceberg_source import read_table
+
             return read_table(self, request, table, finish=finish)
         started = time.perf_counter()
         before = self.fetcher.counters.snapshot()

@@ -40,12 +40,6 @@ FIRST_GET = 8 << 20
 _SCHEMES = ("s3://", "s3a://", "s3n://")
 
 
-def table_of(request: Request) -> TableSource | None:
-    """The table a request reads, if it reads one."""
-    [*sources] = request.sources
-    return sources[0] if len(sources) == 1 and isinstance(sources[0], TableSource) else None
-
-
 class Remote(io.RawIOBase):
     """A file in S3 as pyarrow reads it: the last bytes (the footer) from the first GET,
     any other range fetched when it is read (only the column chunks a read needs)."""

@@ -21,7 +21,6 @@ from s3slice._output import put_all
 from s3slice._output import run as run_request
 from s3slice._table import TableSource, parse_table_source
 from s3slice.engine.engine import Engine
-from s3slice.engine.iceberg_source import plan_items
 from s3slice.entry import workflow
 from s3slice.entry.config import Config, parse_query_config
 from s3slice.entry.events import parse_batch_input, parse_run
@@ -52,6 +51,8 @@ def plan_table(event: Mapping[str, Any], engine: Engine, cfg: Config, context: A
                                 output=parse_output(raw.get("output"), field="PlanTable.output"),
                                 given_in="PlanTable")
     run = parse_run(raw.get("run"), field="PlanTable.run")
+    from s3slice.engine.iceberg_source import plan_items  # only for a table (cold start)
+
     items, stats = plan_items(engine, table, Request(sources=(table,), query=query))
     _, split = workflow.split_of(query)
     bucket, prefix = workflow.partials_location(output, run)
