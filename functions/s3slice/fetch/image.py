@@ -66,33 +66,38 @@ def _zeroed(size: int) -> bytes:
 
 
 class _BytesImage:
-    """An object-sized ``bytes``; only the pages written to become resident."""
+    """An object-sized ``bytes``; only the pages written to become resident.
+
+    The bytes and their address are one attribute, swapped whole by :meth:`close`: a
+    write on another thread reads both at once and holds the bytes while it copies, so it
+    never copies into memory that was let go, nor to address 0 (a write after the close
+    fails the bounds check instead)."""
 
     def __init__(self, data: bytes) -> None:
         self.size = len(data)
-        self._data = data
-        self._address = pa.py_buffer(data).address
+        self._held: tuple[bytes, int] = (data, pa.py_buffer(data).address)
 
     def reader_source(self) -> bytes:
-        return self._data
+        return self._held[0]
 
     def write(self, start: int, data: memoryview) -> None:
-        _check_bounds(self, start, len(data))
+        held, address = self._held  # one read: the close may come between two
+        if start < 0 or start + len(data) > len(held) or (len(data) and not address):
+            raise ValueError(f"a part of {len(data)} bytes at {start} lies outside an image "
+                             f"of {len(held)} bytes")
         if not len(data):
             return
         # The bytes object is ours alone until the fill is done (see the module's note);
-        # ctypes releases the GIL for the copy.
-        ctypes.memmove(self._address + start, pa.py_buffer(data).address, len(data))
+        # ctypes releases the GIL for the copy, and ``held`` keeps the bytes alive for it.
+        ctypes.memmove(address + start, pa.py_buffer(data).address, len(data))
 
     def source(self) -> pa.NativeFile:
-        return pa.BufferReader(pa.py_buffer(self._data))
+        return pa.BufferReader(pa.py_buffer(self._held[0]))
 
     def close(self) -> None:
         # Readers may still hold zero-copy views of the bytes; then they are freed with
-        # the last of those. A closed image holds nothing: a late write fails the bounds
-        # check instead of copying into memory that is no longer ours.
-        self._data = b""
-        self._address = 0
+        # the last of those.
+        self._held = (b"", 0)
         self.size = 0
 
 
