@@ -36,6 +36,7 @@ from s3slice._errors import first_line, is_native_panic
 from s3slice._model import ObjectRef
 from s3slice._read import Io
 from s3slice._settings import Settings
+from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.decode import int96_metadata, polars_schema
 from s3slice.parquet.footer import HEAD_REACH, MAGIC, Footer, check_head, nested_columns
 from s3slice.parquet.plan import Plan
@@ -64,7 +65,7 @@ def applies(s: Settings, footer: Footer, plan: Plan, analysis: Analysis, uri: st
     if (int96 is not None and int96[1] & set(columns)) or nested_columns(md) & set(columns) or (
             foreign_time_zones(pa.schema([schema.field(c) for c in columns]))):
         return False
-    index = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    index = _thrift.column_positions(md)
     decoded = sum(md.row_group(g).column(index[c]).total_uncompressed_size
                   for g in range(md.num_row_groups) for c in columns)
     if plan.needed_bytes + decoded > s.memory_budget_bytes:
