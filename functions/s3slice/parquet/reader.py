@@ -188,9 +188,7 @@ class ParquetReader:
         if footing.whole is None:
             plan, bloom = self._bloom_prune(obj, footer, plan, predicate, footing.etag)
         job = Job(obj=obj, footer=footer, plan=plan, etag=footing.etag, analysis=analysis,
-                  timings=timings, whole=footing.whole, sink=sink,
-                  polars_location=None if footing.whole is not None else (
-                      self.io.fetcher.polars_location(obj)))
+                  timings=timings, whole=footing.whole, sink=sink)
         strategy = choose(job, self.io.settings)
         job.inputs["footer"] = footing.via
         if bloom is not None:

@@ -52,8 +52,6 @@ class Job:
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: When set, the rows go here a row group at a time and are never held whole.
     sink: Callable[[pl.DataFrame], None] | None = None
-    #: Where polars' own S3 reader could read the object (:mod:`.handoff`), if anywhere.
-    polars_location: tuple[str, dict[str, str]] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -230,12 +228,12 @@ class Ranges(Strategy):
         """The plan's bytes fetched and decoded by polars' own S3 reader, when they are
         exactly what it would fetch (:mod:`.handoff`); None when they are not, or polars
         failed (the ranged read then does it). ``strategy_inputs.transport`` says which."""
-        if job.etag is None or job.polars_location is None or not _handoff.applies(
+        location = io.fetcher.polars_location(job.obj)
+        if job.etag is None or location is None or not _handoff.applies(
                 io.settings, job.footer, job.plan, job.analysis, job.obj.uri):
             return None
         with job.timings.phase("execute"):
-            frame = _handoff.read(io, job.obj, job.plan, job.analysis, job.etag,
-                                  job.polars_location)
+            frame = _handoff.read(io, job.obj, job.plan, job.analysis, job.etag, location)
         if frame is None:
             job.inputs["transport"] = "s3slice (polars' reader failed)"
             return None
