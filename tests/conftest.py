@@ -10,6 +10,7 @@ import boto3
 import pytest
 from hypothesis import HealthCheck, settings
 
+from s3slice.__main__ import LambdaContext
 from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
 from tests.support import Faults, S3Env, ServerLog, chain, counting, injecting
 
@@ -40,8 +41,14 @@ def s3_server() -> Iterator[S3Env]:
 
 @pytest.fixture
 def s3(s3_server: S3Env, monkeypatch: pytest.MonkeyPatch) -> S3Env:
-    """The embedded S3, with the SDK variables pointing at it and the log emptied."""
+    """The embedded S3, with the SDK variables pointing at it and the log emptied.
+
+    The handler runs as Lambda runs it: ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE`` is the memory of
+    the context :func:`tests.support.invoke` passes (3,008 MB), never this machine's RAM, so
+    what the engine plans (its budget, whether an answer is streamed through /tmp) does not
+    depend on the machine the tests run on."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint_url)
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", str(LambdaContext().memory_limit_in_mb))
     for name, value in LOCAL_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
     s3_server.log.clear()
