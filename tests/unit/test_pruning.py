@@ -20,7 +20,7 @@ from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import prune, stats_types
 from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
-from s3slice.query.bounds import is_constant
+from s3slice.query.bounds import compare_all, is_constant
 
 ROWS = 60
 
@@ -276,3 +276,17 @@ def test_a_column_polars_cannot_type_leaves_the_others_pruned() -> None:
                  stats_types(footer)) == [3]
     assert prune(footer.metadata, analyze(Query(filter="c = 'zz'")).predicate,
                  stats_types(footer)) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("values", [[19737, 19738], [dt.date(2024, 1, 15), dt.date(2024, 1, 16)]],
+                         ids=["day counts", "dates"])
+@pytest.mark.parametrize("text", ["DATE '2024-01-15'", "'2024-01-15'"])
+def test_date_statistics_judge_a_date_whether_held_as_dates_or_day_counts(
+        values: list[Any], text: str) -> None:
+    """A Date column's statistics may come as day counts (Iceberg's bounds) or as dates
+    (pyarrow's): both give polars' answers, never a comparison of an int with a date."""
+    answers = compare_all(values, pl.Date(), [(text, dt.date(2024, 1, 15))])
+    assert answers is not None
+    lt, le, eq, ge, gt, ne = zip(*answers[0][text], strict=True)
+    assert eq == (True, False) and gt == (False, True) and lt == (False, False)
+    assert le == (True, False) and ge == (True, True) and ne == (False, True)

@@ -70,6 +70,9 @@ def compare_all(values: list[Any], dtype: pl.DataType, constants: Sequence[tuple
     except Exception:  # noqa: BLE001 - a statistic that is no value of the column's type
         return None
     nan = dtype.is_float()
+    # The values as Python holds them in ``dtype`` (a date's day count as its date), so
+    # that a constant Python compares exactly meets a value of its own kind.
+    values = series.to_list()
     answers: Answers = {}
     texts: list[str] = []
     for text, value in constants:
