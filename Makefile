@@ -58,7 +58,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 typecheck-cdk: $(STAMP)
-	$(VENV)/bin/mypy cdk
+	MYPYPATH=layers $(VENV)/bin/mypy cdk
 
 # What CI runs: lint, types, then unit, functional and integration tests (a real S3
 # server on loopback) and the infrastructure tests (CDK synthesis, cdk-nag, cfn-lint,
