@@ -80,6 +80,7 @@ from .workflow_states import (
     distributed_map,
     from_paths,
     function_task,
+    tolerance,
 )
 
 __all__ = ["BATCH_INPUT", "CHECK_INPUT", "LAMBDA_RETRYABLE_ERRORS", "MAP_RUN_LABEL",
@@ -202,19 +203,6 @@ class Workflow(Construct):
             result_selector={"combines.$": "$.combines"},
             result_path="$.check",
         )
-        # A combining query's answer needs every batch: the map tolerates no failure.
-        self.no_failed_batches = sfn.Pass(
-            self, "ToleratesNoFailedBatch",
-            comment="A query that combines objects: the map fails at its first failed batch",
-            result=sfn.Result.from_number(0),
-            result_path="$.toleratedFailurePercentage",
-        )
-        self.tolerance = sfn.Choice(
-            self, "Tolerance",
-            comment="The map's tolerance: 0 for a query that combines objects, else the "
-                    "input's toleratedFailurePercentage",
-        )
-
         self.task = function_task(
             self, props.function, "QueryBatch",
             "One batch of objects: {Items, BatchInput: {query, output, bucket, run}}",
@@ -233,6 +221,9 @@ class Workflow(Construct):
             batch_input=BATCH_INPUT,
         )
         self.distributed_map.item_processor(self.task)
+        self.no_failed_batches, self.tolerance = tolerance(
+            self, "", combined="objects", combines="$.check.combines",
+            then=self.distributed_map)
 
         # The map's output is the ResultWriter's manifest location, not the batches'
         # results: the Map Run's own count of child executions is the number of batches.
@@ -277,16 +268,9 @@ class Workflow(Construct):
             definition_body=sfn.DefinitionBody.from_chainable(
                 defaults.next(apply_defaults).next(
                     self.source
-                    .when(sfn.Condition.is_present("$.source"), self.plan_table.next(
-                        self.table_tolerance
-                        .when(sfn.Condition.boolean_equals("$.plan.combines", True),
-                              self.table_no_failed_batches.next(self.table_map))
-                        .otherwise(self.table_map)))
-                    .otherwise(self.check.next(
-                        self.tolerance
-                        .when(sfn.Condition.boolean_equals("$.check.combines", True),
-                              self.no_failed_batches.next(self.distributed_map))
-                        .otherwise(self.distributed_map)))
+                    .when(sfn.Condition.is_present("$.source"),
+                          self.plan_table.next(self.table_tolerance))
+                    .otherwise(self.check.next(self.tolerance))
                     .afterwards())),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=props.timeout,
@@ -329,17 +313,6 @@ class Workflow(Construct):
                              "stats.$": "$.stats"},
             result_path="$.plan",
         )
-        self.table_no_failed_batches = sfn.Pass(
-            self, "TableToleratesNoFailedBatch",
-            comment="A query that combines rows: the map fails at its first failed batch",
-            result=sfn.Result.from_number(0),
-            result_path="$.toleratedFailurePercentage",
-        )
-        self.table_tolerance = sfn.Choice(
-            self, "TableTolerance",
-            comment="The map's tolerance: 0 for a query that combines rows, else the "
-                    "input's toleratedFailurePercentage",
-        )
         self.table_task = function_task(
             self, props.function, "QueryTableBatch",
             "One batch of a table's planned data files: {Items: [{iceberg, snapshot_id, "
@@ -358,6 +331,8 @@ class Workflow(Construct):
             batch_input=TABLE_BATCH_INPUT,
         )
         self.table_map.item_processor(self.table_task)
+        self.table_no_failed_batches, self.table_tolerance = tolerance(
+            self, "Table", combined="rows", combines="$.plan.combines", then=self.table_map)
         self.table_map.next(self.count_batches)
 
 

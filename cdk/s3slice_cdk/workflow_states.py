@@ -93,6 +93,28 @@ def distributed_map(scope: Construct, name: str, *, comment: str, label: str,
     )
 
 
+def tolerance(scope: Construct, prefix: str, *, combined: str, combines: str,
+              then: sfn.DistributedMap) -> tuple[sfn.Pass, sfn.Choice]:
+    """The ``Choice`` of ``then``'s tolerance and its ``Pass`` for a query that combines
+    ``combined`` (``combines``: the path of the check's answer): such a query's answer
+    needs every batch, so the map fails at its first failed batch; any other query goes
+    to the map with the input's ``toleratedFailurePercentage``."""
+    no_failed = sfn.Pass(
+        scope, f"{prefix}ToleratesNoFailedBatch",
+        comment=f"A query that combines {combined}: the map fails at its first failed batch",
+        result=sfn.Result.from_number(0),
+        result_path="$.toleratedFailurePercentage",
+    )
+    choice = sfn.Choice(
+        scope, f"{prefix}Tolerance",
+        comment=f"The map's tolerance: 0 for a query that combines {combined}, else the "
+                "input's toleratedFailurePercentage",
+    )
+    choice.when(sfn.Condition.boolean_equals(combines, True), no_failed.next(then))
+    choice.otherwise(then)
+    return no_failed, choice
+
+
 def from_paths(paths: Mapping[str, str]) -> dict[str, Any]:
     """State parameters: each field taken from its path (rendered as ``"field.$": path``)."""
     return {field: sfn.JsonPath.string_at(path) for field, path in paths.items()}
