@@ -55,10 +55,10 @@ class Image(Protocol):
     def close(self) -> None: ...
 
 
-def _check_bounds(image: Image, start: int, length: int) -> None:
-    if start < 0 or start + length > image.size:
+def _check_bounds(size: int, start: int, length: int) -> None:
+    if start < 0 or start + length > size:
         raise ValueError(f"a part of {length} bytes at {start} lies outside an image of "
-                         f"{image.size} bytes")
+                         f"{size} bytes")
 
 
 def _zeroed(size: int) -> bytes:
@@ -82,9 +82,7 @@ class _BytesImage:
 
     def write(self, start: int, data: memoryview) -> None:
         held, address = self._held  # one read: the close may come between two
-        if start < 0 or start + len(data) > len(held) or (len(data) and not address):
-            raise ValueError(f"a part of {len(data)} bytes at {start} lies outside an image "
-                             f"of {len(held)} bytes")
+        _check_bounds(len(held), start, len(data))  # a closed image holds no bytes
         if not len(data):
             return
         # The bytes object is ours alone until the fill is done (see the module's note);
@@ -122,7 +120,7 @@ class _FileBacked:
         return self.path
 
     def write(self, start: int, data: memoryview) -> None:
-        _check_bounds(self, start, len(data))
+        _check_bounds(self.size, start, len(data))
         view = data
         try:
             while view:
