@@ -186,10 +186,8 @@ def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
     ], log)
 
     # --- the workflow -------------------------------------------------------------------
-    acknowledge_workflow(stack.workflow, reader.function,
-                         _exact(stack, stack.workflow_results_location.objects_arn), log,
-                         items_pattern="|".join(_exact(stack, location.objects_arn)
-                                                for location in stack.partials_locations))
+    acknowledge_workflow(stack.workflow, reader.function, stack.workflow_results_location,
+                         log, items=stack.partials_locations)
 
     # --- CDK's S3 notifications handler (a singleton custom resource) ---------------------
     acknowledge_notifications_handler(stack, log)
@@ -243,13 +241,12 @@ def acknowledge_notifications_handler(stack: _HasNode, log: list[Acknowledged]) 
 
 
 def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
-                         results_pattern: str, log: list[Acknowledged], *,
-                         items_pattern: str) -> None:
+                         results: BucketPrefix, log: list[Acknowledged], *,
+                         items: Sequence[BucketPrefix]) -> None:
     """The workflow's findings: invoking ``function`` (and its versions), vended logs and
-    X-Ray, the Map Run results under ``results_pattern`` (a regex of the rendered
-    ``bucket/prefix*`` ARN), a table's planned items read from the ``_partials/``
-    folders ``items_pattern`` renders, and the Distributed Maps' own child executions and
-    Map Runs."""
+    X-Ray, the Map Run results under ``results`` (``bucket/prefix*``), a table's planned
+    items read from the ``_partials/`` folders ``items``, and the Distributed Maps' own
+    child executions and Map Runs."""
     stack = cdk.Stack.of(workflow)
     state_machine = workflow.state_machine
     machine_policy = state_machine.role.node.find_child("DefaultPolicy")
@@ -271,13 +268,13 @@ def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
             reason="Step Functions logging to CloudWatch Logs (vended log delivery) and X-Ray "
                    "tracing: these actions support no resource-level permissions."),
         WildcardAllowance(
-            pattern=results_pattern,
+            pattern=_exact(stack, results.objects_arn),
             actions=frozenset({"s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts",
                                "s3:AbortMultipartUpload"}),
             reason="The Distributed Map's ResultWriter writes Map Run results under the "
                    "workflow results prefix only (bucket/prefix*)."),
         WildcardAllowance(
-            pattern=items_pattern,
+            pattern="|".join(_exact(stack, location.objects_arn) for location in items),
             actions=frozenset({"s3:GetObject"}),
             reason="The table path's Distributed Map reads the data files a table's "
                    "planning step wrote as its items (<output>_partials/<run>/items.json), "

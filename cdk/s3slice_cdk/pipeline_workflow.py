@@ -18,7 +18,6 @@ topic.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,7 @@ from . import grants
 from .contract import PARTIALS
 from .grants import KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
-from .nag import Acknowledged, acknowledge_workflow, nag_rendering
+from .nag import Acknowledged, acknowledge_workflow
 from .settings import KEY_CHARACTERS, SettingsError, is_glue_table
 from .workflow import Workflow, WorkflowProps
 
@@ -71,10 +70,7 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
     p = pipeline.props
     owner = pipeline.node.path
     results_prefix = props.results_prefix or f"workflow-results/{pipeline.node.id}/"
-    bad = sorted(set(results_prefix) - KEY_CHARACTERS)
-    if not results_prefix.endswith("/") or bad:
-        raise SettingsError(f"{owner}: results_prefix {results_prefix!r} must be a folder "
-                            f"(ending with '/') of letters, digits and / ! - _ . ' ( ) =")
+    _check_folder(owner, "results_prefix", results_prefix)
     if not 0 <= props.tolerated_failure_percentage <= 100:
         raise SettingsError(f"{owner}: tolerated_failure_percentage must be 0..100")
     _check_tables(props, owner)
@@ -110,19 +106,14 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
         grants.grant_get_objects(function.function, tables, accounts=accounts)
         grants.grant_list(function.function, tables, accounts=accounts)
         pipeline.acknowledgments.locations.extend(tables)
-    if props.glue_tables:
-        function.function.add_to_role_policy(
-            grants.glue_get_tables(Stack.of(pipeline), props.glue_tables))
+    grants.grant_glue_get_tables(function.function, Stack.of(pipeline), props.glue_tables)
     machine = workflow.state_machine
     grants.grant_list(machine, [pipeline.watched], accounts=accounts)
     grants.grant_get_objects(machine, partials, accounts=accounts)  # a table's items
     grants.grant_put_objects(machine, results, accounts=accounts, actions=RESULT_WRITER_ACTIONS)
     grants.grant_kms(machine, list(p.kms_keys), KMS_WRITE_ACTIONS)
     log: list[Acknowledged] = []
-    stack = Stack.of(pipeline)
-    acknowledge_workflow(workflow, function.function, _exact(stack, results.objects_arn), log,
-                         items_pattern="|".join(_exact(stack, location.objects_arn)
-                                                for location in partials))
+    acknowledge_workflow(workflow, function.function, results, log, items=partials)
     pipeline.acknowledgments.log.extend(log)
 
     period = Duration.minutes(5)
@@ -153,17 +144,17 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
     return workflow
 
 
-def _exact(stack: Stack, value: str) -> str:
-    return re.escape(nag_rendering(stack.resolve(value)))
-
-
 def _check_tables(props: PipelineWorkflowProps, owner: str) -> None:
     for table in props.table_locations:
-        bad = sorted(set(table.prefix) - KEY_CHARACTERS)
-        if (table.prefix and not table.prefix.endswith("/")) or bad:
-            raise SettingsError(f"{owner}: table_locations: {table.prefix!r} must be a folder "
-                                f"(ending with '/') of letters, digits and / ! - _ . ' ( ) =")
+        if table.prefix:  # '': the whole bucket
+            _check_folder(owner, "table_locations:", table.prefix)
     for name in props.glue_tables:
         if not is_glue_table(name):
             raise SettingsError(f"{owner}: glue_tables: {name!r} is not 'database.table'")
 
+
+def _check_folder(owner: str, name: str, prefix: str) -> None:
+    """``prefix`` is a folder (ending with '/') of the characters keys may hold here."""
+    if not prefix.endswith("/") or set(prefix) - KEY_CHARACTERS:
+        raise SettingsError(f"{owner}: {name} {prefix!r} must be a folder (ending with '/') "
+                            f"of letters, digits and / ! - _ . ' ( ) =")
