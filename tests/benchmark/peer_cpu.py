@@ -46,6 +46,7 @@ from typing import Any
 from . import lambda_size, report, selfcheck, substrate
 from .cases import cases, data_dir, ensure_data
 from .common import BIN, BUCKET, REPO, RESULTS, WORK, free_port
+from .lambda_size import _f as _fmt  # one formatter for both reports
 from .metrics import snapshot
 from .run import ensure_bucket, slug, upload
 
@@ -182,10 +183,6 @@ def polars_object(scale: float) -> Path:
                          row_group_size=max(100, rows // 10))
         path.with_suffix(".tmp").replace(path)
     return path
-
-
-def _fmt(v: float | None, nd: int = 2) -> str:
-    return "" if v is None else f"{v:.{nd}f}"
 
 
 def markdown(doc: dict[str, Any]) -> str:
