@@ -26,6 +26,7 @@ from tests.integration.test_iceberg_tables import (
     same,
     warehouse,  # noqa: F401 - the module's fixture
 )
+from tests.integration.test_iceberg_tables import pyiceberg_rows as oracle
 from tests.support import S3Env
 
 pytestmark = pytest.mark.integration
@@ -162,12 +163,6 @@ def deleted(warehouse: Warehouse) -> Deleted:  # noqa: F811
     registered.append(new_rows)  # a later sequence number: the equality delete spares it
     return Deleted(table, pos_uri, eq_uri, warehouse.catalog.load_table("db.deletes_eq"),
                    positions, new_rows)
-
-
-def oracle(table: Any) -> pl.DataFrame:
-    frame = pl.from_arrow(table.scan().to_arrow())
-    assert isinstance(frame, pl.DataFrame)
-    return frame
 
 
 QUERIES = ["SELECT * FROM s3object", "SELECT cat, COUNT(*) AS c, SUM(v) AS s FROM s3object "

@@ -21,6 +21,7 @@ from tests.integration.test_iceberg_tables import (
     same,
     warehouse,  # noqa: F401 - the module's fixture
 )
+from tests.integration.test_iceberg_tables import pyiceberg_rows as oracle
 from tests.support import S3Env
 
 pytestmark = pytest.mark.integration
@@ -84,12 +85,6 @@ def evolved(warehouse: Warehouse) -> Evolved:  # noqa: F811
     snapshots = [s.snapshot_id for s in table.snapshots()]
     times = [s.timestamp_ms for s in table.snapshots()]
     return Evolved(table, snapshots, times)
-
-
-def oracle(table: Any, **scan: Any) -> pl.DataFrame:
-    frame = pl.from_arrow(table.scan(**scan).to_arrow())
-    assert isinstance(frame, pl.DataFrame)
-    return frame
 
 
 QUERIES = [

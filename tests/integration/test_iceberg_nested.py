@@ -29,6 +29,7 @@ from tests.integration.test_iceberg_tables import (
     same,
     warehouse,  # noqa: F401 - the module's fixture
 )
+from tests.integration.test_iceberg_tables import pyiceberg_rows as oracle
 from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
@@ -115,12 +116,6 @@ def nested(warehouse: Warehouse) -> Nested:  # noqa: F811
     table.append(new_batch(table, 120, 90))
     table = warehouse.catalog.load_table("db.nested")
     return Nested(table, [s.snapshot_id for s in table.snapshots()])
-
-
-def oracle(table: Any, **scan: Any) -> pl.DataFrame:
-    frame = pl.from_arrow(table.scan(**scan).to_arrow())
-    assert isinstance(frame, pl.DataFrame)
-    return frame
 
 
 def same_rows(table: Any, sql: str, want: pl.DataFrame, **source: Any) -> None:
