@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 
 import polars as pl
 
@@ -61,7 +62,7 @@ def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
         payload = json.dumps(request)
         print("\nthe request, as a deployed function takes it:")
         print(f"  aws lambda invoke --function-name <your s3slice function> "
-              f"--cli-binary-format raw-in-base64-out \\\n      --payload '{payload}' "
+              f"--cli-binary-format raw-in-base64-out \\\n      --payload {shlex.quote(payload)} "
               "response.json\n")
         response = invoke(request, LambdaContext(), verbose=False)
         print("response:")

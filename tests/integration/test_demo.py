@@ -33,6 +33,8 @@ def test_the_demo_says_what_it_did_truthfully() -> None:
     words = shlex.split(command.group(1))
     request = json.loads(words[words.index("--payload") + 1])
     assert request["source"] == "s3://s3slice-demo/sales/2024/orders.parquet"
+    # Valid shell: the query's own quotes survive the pasting.
+    assert "region = 'north'" in request["sql"]
     assert "--cli-binary-format" in words
 
     response = json.loads(out[out.index("response:\n") + len("response:\n"):
