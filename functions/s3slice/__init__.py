@@ -9,8 +9,9 @@ Lambda entry point is ``s3slice.handler.lambda_handler``.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3slice._errors import (
     AccessDeniedError,
@@ -33,23 +34,50 @@ from s3slice._errors import (
     UnknownColumnError,
     error_types,
 )
-from s3slice._frames import read_parquet
-from s3slice._model import ObjectRef as ObjectRef
-from s3slice._model import OutputSpec as OutputSpec
-from s3slice._model import Query as Query
-from s3slice._model import Request, parse_request
-from s3slice._output import run as _run
-from s3slice._settings import Settings
-from s3slice.engine.engine import Engine
-from s3slice.engine.results import ReadResult, Stats
-from s3slice.fetch.base import Fetcher
 
-# The engine's parts, importable for tests and tools, not part of the public API.
-from s3slice.fetch.local import LocalFetcher as LocalFetcher
-from s3slice.fetch.local import RecordingFetcher as RecordingFetcher
-from s3slice.fetch.s3 import S3Fetcher as S3Fetcher
-from s3slice.parquet.footer_cache import FOOTER_CACHE as FOOTER_CACHE
-from s3slice.parquet.footer_cache import FooterCache as FooterCache
+if TYPE_CHECKING:
+    from s3slice._frames import read_parquet
+    from s3slice._model import ObjectRef as ObjectRef
+    from s3slice._model import OutputSpec as OutputSpec
+    from s3slice._model import Query as Query
+    from s3slice._model import Request
+    from s3slice._model import parse_request as parse_request
+    from s3slice._settings import Settings
+    from s3slice.engine.engine import Engine as Engine
+    from s3slice.engine.results import ReadResult, Stats
+    from s3slice.fetch.base import Fetcher
+
+    # The engine's parts, importable for tests and tools, not part of the public API.
+    from s3slice.fetch.local import LocalFetcher as LocalFetcher
+    from s3slice.fetch.local import RecordingFetcher as RecordingFetcher
+    from s3slice.fetch.s3 import S3Fetcher as S3Fetcher
+    from s3slice.parquet.footer_cache import FOOTER_CACHE as FOOTER_CACHE
+    from s3slice.parquet.footer_cache import FooterCache as FooterCache
+
+#: Where each lazily imported name lives: ``import s3slice`` (and so ``s3slice --version``
+#: and the error classes) costs no polars, pyarrow or engine import; the first use of
+#: one of these names imports its module (PEP 562).
+_LAZY = {
+    "read_parquet": "s3slice._frames",
+    "ObjectRef": "s3slice._model", "OutputSpec": "s3slice._model", "Query": "s3slice._model",
+    "Request": "s3slice._model", "parse_request": "s3slice._model",
+    "Engine": "s3slice.engine.engine", "Fetcher": "s3slice.fetch.base",
+    "Settings": "s3slice._settings",
+    "ReadResult": "s3slice.engine.results", "Stats": "s3slice.engine.results",
+    "LocalFetcher": "s3slice.fetch.local", "RecordingFetcher": "s3slice.fetch.local",
+    "S3Fetcher": "s3slice.fetch.s3",
+    "FOOTER_CACHE": "s3slice.parquet.footer_cache", "FooterCache": "s3slice.parquet.footer_cache",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 's3slice' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 
@@ -85,6 +113,10 @@ __all__ = [
 def read(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
          fetcher: Fetcher | None = None) -> ReadResult:
     """Answer ``request`` with a polars frame (``.frame``) and honest stats (``.stats``)."""
+    from s3slice._model import Request, parse_request
+    from s3slice._settings import Settings
+    from s3slice.engine.engine import Engine as Engine
+
     if not isinstance(request, Request):
         request = parse_request(request)
     return Engine(settings or Settings.from_env(), fetcher=fetcher).read(request)
@@ -93,6 +125,11 @@ def read(request: Request | Mapping[str, Any], *, settings: Settings | None = No
 def run(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
         fetcher: Fetcher | None = None) -> dict[str, Any]:
     """Read, write the outputs, and return the service's JSON response."""
+    from s3slice._model import Request, parse_request
+    from s3slice._output import run as _run
+    from s3slice._settings import Settings
+    from s3slice.engine.engine import Engine as Engine
+
     if not isinstance(request, Request):
         request = parse_request(request)
     engine = Engine(settings or Settings.from_env(), fetcher=fetcher)

@@ -363,3 +363,23 @@ def test_a_usage_error_and_a_typed_error_have_their_own_exit_codes(
     typed = cli_run(endpoint, "query", "--source", SOURCE, "--columns", "nope")
     assert typed.returncode == 3 and typed.stderr == "", describe(typed)
     assert json.loads(typed.stdout)["errorType"] == "UnknownColumnError"
+
+
+def test_version_imports_no_engine_library() -> None:
+    """``s3slice --version`` (and ``import s3slice``) load neither polars, pyarrow, obstore,
+    boto3 nor sqlglot: the public names are imported on first use."""
+    probe = ("import runpy, sys\n"
+             "sys.argv = ['s3slice', '--version']\n"
+             "try:\n    runpy.run_module('s3slice', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "heavy = {'polars', 'pyarrow', 'obstore', 'boto3', 'sqlglot', 'numpy'}\n"
+             "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, describe(proc)
+    version, loaded = proc.stdout.splitlines()
+    assert version.startswith("s3slice ") and loaded == "[]", proc.stdout
+    # The lazy names still resolve.
+    import s3slice
+
+    assert callable(s3slice.read_parquet) and s3slice.Stats.__name__ == "Stats"
