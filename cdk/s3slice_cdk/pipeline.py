@@ -3,9 +3,10 @@
 ``Object Created`` events of the source bucket reach an EventBridge rule of the pipeline's
 own, whose input transformer adds the pipeline's query and output to each event
 (``{"source", "detail-type", "id", "time", "detail", "s3slice": {"pipeline", "query",
-"output"}}``) and sends it to the pipeline's SQS queue (with a dead-letter queue and an
+"output", "source"}}``) and sends it to the pipeline's SQS queue (with a dead-letter queue and an
 alarm on it); the function consumes the queue and runs each message's own query
-(``functions/s3slice/entry/events.py``: ``sqs_body_pipeline``). So every pipeline carries
+(``functions/s3slice/entry/events.py``: ``sqs_body_pipeline``), refusing an object outside
+the pipeline's ``source`` (its watched bucket and prefix). So every pipeline carries
 its query in its own rule, never in the function's environment: several pipelines share
 one function, or each has its own, and adding one never changes another.
 
@@ -146,6 +147,8 @@ class Pipeline(Construct):
                 "pipeline": owner,
                 "query": dict(props.query),
                 "output": {"uri": self.output.uri, "format": props.output_format},
+                # The function refuses an object outside it (defence in depth beside IAM).
+                "source": self.watched.uri,
             },
         }
         self.rule = events.Rule(

@@ -19,7 +19,9 @@ from aws_lambda_powertools.utilities.data_classes import SQSRecord
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint
 
+from s3slice._model import ObjectRef
 from s3slice.entry import events as function_events
+from s3slice.entry.config import refuse_unwatched
 from s3slice_cdk import (
     FunctionSettings,
     Pipeline,
@@ -228,13 +230,26 @@ def test_each_rule_sends_its_own_query_and_output_as_the_function_reads_them(
         assert found is not None and found.name is not None
         seen[found.name.rsplit("/", 1)[-1]] = (found, json.loads(body)[PIPELINE_FIELD])
     assert set(seen) == {"Orders", "Clicks", "Audit"}
-    for name, query, uri, fmt in (("Orders", QUERIES[0], "s3://acme-results/orders/", "parquet"),
-                                  ("Clicks", QUERIES[1], "s3://acme-results/clicks/", "csv"),
-                                  ("Audit", QUERIES[2], "s3://acme-results/audit/", "parquet")):
+    for name, query, uri, fmt, source in (
+            ("Orders", QUERIES[0], "s3://acme-results/orders/", "parquet",
+             ("acme-landing", "orders/")),
+            ("Clicks", QUERIES[1], "s3://acme-results/clicks/", "csv",
+             ("acme-landing", "clicks/")),
+            ("Audit", QUERIES[2], "s3://acme-results/audit/", "parquet", ("acme-audit", ""))):
         found, raw = seen[name]
         assert raw["query"] == query
         assert found.output.uri == uri
         assert found.output.format == fmt
+        # Its watched source, against which the function checks each message's object.
+        assert found.sources == (source,)
+        bucket_name, prefix = source
+        inside = ObjectRef(bucket=bucket_name, key=f"{prefix}x.parquet")
+        assert refuse_unwatched(inside, found.sources, named_by=name) is None
+        outside = [ObjectRef(bucket="acme-other", key=inside.key)]
+        if prefix:  # a sibling folder sharing the prefix's letters
+            outside.append(ObjectRef(bucket=bucket_name, key=f"{prefix[:-1]}2/x.parquet"))
+        for obj in outside:
+            assert refuse_unwatched(obj, found.sources, named_by=name) is not None
 
 
 def test_the_message_field_is_the_functions() -> None:

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from s3slice import ConfigurationError, RequestError
+from s3slice import AccessDeniedError, ConfigurationError, RequestError
 from s3slice._model import ObjectRef, Query
-from s3slice.entry.config import Config, parse_query_config
+from s3slice.entry.config import Config, parse_query_config, refuse_unwatched, watched
 
 
 def test_configuration_is_read_and_checked() -> None:
@@ -115,3 +115,39 @@ def test_a_bad_tuning_variable_fails_the_init(variable: str, value: str) -> None
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("s3slice._errors.ConfigurationError: " + variable), done.stderr
+
+
+@pytest.mark.parametrize(("bucket", "key", "source", "inside"), [
+    ("b", "landing/x", ("b", "landing/"), True),
+    ("b", "landing/deep/x", ("b", "landing/"), True),
+    ("b", "landing2/x", ("b", "landing/"), False),
+    ("b", "landing", ("b", "landing/"), False),
+    ("b", "Landing/x", ("b", "landing/"), False),
+    ("b2", "landing/x", ("b", "landing/"), False),
+    ("bb", "landing/x", ("b", "landing/"), False),
+    ("b", "landing/x", ("bb", "landing/"), False),
+    # A prefix written without its '/' is a folder too: never landing2/x.
+    ("b", "landing/x", ("b", "landing"), True),
+    ("b", "landing", ("b", "landing"), True),
+    ("b", "landing2/x", ("b", "landing"), False),
+    ("b", "landingx", ("b", "landing"), False),
+    # An empty prefix is the whole bucket, and only that bucket.
+    ("b", "anything/at/all", ("b", ""), True),
+    ("c", "anything", ("b", ""), False),
+])
+def test_a_watched_source_is_a_bucket_and_a_folder(bucket: str, key: str,
+                                                   source: tuple[str, str],
+                                                   inside: bool) -> None:
+    assert watched(bucket, key, source) is inside
+
+
+def test_an_unwatched_object_is_refused_naming_it_and_every_source() -> None:
+    sources = (("in", "landing/"), ("in2", ""))
+    assert refuse_unwatched(ObjectRef(bucket="in2", key="x"), sources, named_by="N") is None
+    assert refuse_unwatched(ObjectRef(bucket="out", key="x"), (), named_by="N") is None
+    error = refuse_unwatched(ObjectRef(bucket="in", key="landing2/x"), sources, named_by="N")
+    assert isinstance(error, AccessDeniedError)
+    assert not error.retryable
+    assert error.uri == "s3://in/landing2/x"
+    assert error.message.startswith("s3://in/landing2/x: outside the watched sources "
+                                    "s3://in/landing/, s3://in2/ (N)")

@@ -10,7 +10,9 @@ batch's objects, each queried and written on its own; one failing never stops th
   state payload limit; a failure raises its typed error for ``Retry``/``Catch``. A batch of
   a combining query writes its partial answer instead (:mod:`s3slice.entry.workflow`).
 
-An object under the output location is never processed (the recursion guard).
+An object under the output location is never processed (the recursion guard), and an
+object an S3 notification, EventBridge event or SQS message names outside the watched
+sources is refused, alone, with an ``AccessDeniedError`` (:func:`.config.refuse_unwatched`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from s3slice.engine.engine import Engine
 from s3slice.engine.sources import listable
 from s3slice.entry import events as _events
 from s3slice.entry import workflow as _reduce
-from s3slice.entry.config import Config
+from s3slice.entry.config import Config, refuse_unwatched
 from s3slice.entry.observe import logger, record_error, record_stats
 
 if TYPE_CHECKING:
@@ -66,11 +68,27 @@ def run_object(obj: ObjectRef, query: Query, output: OutputSpec,
     return answer
 
 
+#: Where a triggered object's watched sources come from, for its refusal's message.
+CONFIGURED_SOURCES = "S3SLICE_SOURCE_URIS"
+
+
 def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output: OutputSpec,
-                 engine: Engine, cfg: Config, *, compact: bool) -> dict[str, Any]:
-    """Every object in turn; skipped ones are reported, the first failure is raised last."""
+                 engine: Engine, cfg: Config, *, compact: bool,
+                 sources: tuple[tuple[str, str], ...] = (),
+                 sources_from: str = CONFIGURED_SOURCES) -> dict[str, Any]:
+    """Every object in turn; skipped ones are reported, the first failure is raised last.
+
+    Objects a trigger named are checked against its watched ``sources`` (from
+    ``sources_from``): one outside them all fails alone, with nothing read or written."""
     results: list[dict[str, Any]] = []
     failures: list[S3SliceError] = []
+
+    def fail(obj: ObjectRef, e: S3SliceError) -> None:
+        record_error(type(e).__name__)
+        logger.warning("object failed", extra={"object": obj.uri, "error": e.to_dict()})
+        failures.append(e)
+        results.append({"source": obj.uri, "status": "failed", **e.to_dict()})
+
     totals = {"objects": 0, "object_bytes": 0, "bytes_fetched": 0, "requests": 0,
               "rows_in": 0, "rows_out": 0}
     spent: dict[str, float | None] = {"gb_s": 0.0, "usd": 0.0}  # the objects' cost, summed
@@ -83,6 +101,10 @@ def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output
                            extra={"object": obj.uri})
             results.append({"source": obj.uri, "status": "skipped", "reason": UNDER_OUTPUT})
             continue
+        refused = refuse_unwatched(obj, sources, named_by=sources_from)
+        if refused is not None:
+            fail(obj, refused)
+            continue
         try:
             answer = _contained_run(obj, query, output, engine)
         except TimeoutBudgetError as e:
@@ -94,10 +116,7 @@ def run_objects(objects: list[ObjectRef | _events.Skipped], query: Query, output
                 e.args = (e.message,)
             raise
         except S3SliceError as e:
-            record_error(type(e).__name__)
-            logger.warning("object failed", extra={"object": obj.uri, "error": e.to_dict()})
-            failures.append(e)
-            results.append({"source": obj.uri, "status": "failed", **e.to_dict()})
+            fail(obj, e)
             continue
         stats = answer.stats
         for k in totals:
@@ -166,7 +185,14 @@ def sqs(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any) -> 
         pipeline = _events.sqs_body_pipeline(record)
         query, output = ((pipeline.query, pipeline.output) if pipeline is not None
                          else cfg.require(what="an SQS event"))
-        run_objects(objects, query, output, engine, cfg, compact=False)
+        # A pipeline's message names what its pipeline watches; else the configured sources.
+        if pipeline is not None and pipeline.sources:
+            sources = pipeline.sources
+            named_by = f"the source of pipeline {pipeline.name or '(unnamed)'}"
+        else:
+            sources, named_by = cfg.sources, CONFIGURED_SOURCES
+        run_objects(objects, query, output, engine, cfg, compact=False, sources=sources,
+                    sources_from=named_by)
 
     # Imported here: Powertools' batch utility costs about 0.2 s of a cold start, and only
     # an SQS event needs it.

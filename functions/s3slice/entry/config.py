@@ -15,6 +15,11 @@ of failing object by object.
 
 Recursion guard: an object under the output location is never processed, and a
 configuration whose output lies inside a watched source location is refused.
+
+Watched sources: an object a trigger names (an S3 notification, an EventBridge event, an
+SQS message) outside every watched source is refused (:func:`refuse_unwatched`), as IAM
+would refuse it: defence in depth beside the function's grants. A pipeline's message
+names its own source; with none configured or named, triggered objects are not checked.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from s3slice._errors import ConfigurationError, QueryError, RequestError
+from s3slice._errors import AccessDeniedError, ConfigurationError, QueryError, RequestError
 from s3slice._model import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
 from s3slice._settings import Settings
 from s3slice.contract import QUERY_FIELDS
@@ -39,6 +44,35 @@ ONE_PER_OBJECT = ("{} names one object, but triggered runs and map batches write
 def _under(bucket: str, key: str, location: tuple[str, str]) -> bool:
     """Whether ``bucket/key`` lies in ``location`` (a bucket and a key prefix)."""
     return bucket == location[0] and key.startswith(location[1])
+
+
+def watched(bucket: str, key: str, source: tuple[str, str]) -> bool:
+    """Whether ``bucket/key`` lies in the watched ``source`` (a bucket and a folder).
+
+    Buckets compare exactly and a prefix is a folder: ``landing/`` never holds
+    ``landing2/x``, and a prefix written without its ``/`` (``s3://b/landing``) holds the
+    key ``landing`` itself and what lies under ``landing/``, never ``landing2/x``. An
+    empty prefix is the whole bucket.
+    """
+    src_bucket, prefix = source
+    if bucket != src_bucket:
+        return False
+    if not prefix or prefix.endswith("/"):
+        return key.startswith(prefix)
+    return key == prefix or key.startswith(f"{prefix}/")
+
+
+def refuse_unwatched(obj: ObjectRef, sources: tuple[tuple[str, str], ...], *,
+                     named_by: str) -> AccessDeniedError | None:
+    """The error for a triggered object outside every watched source (``named_by`` says
+    where the sources come from), or None when it lies in one or none are known."""
+    if not sources or any(watched(obj.bucket, obj.key, s) for s in sources):
+        return None
+    shown = ", ".join(f"s3://{b}/{p}" for b, p in sources)
+    return AccessDeniedError(
+        f"outside the watched source{'s' if len(sources) > 1 else ''} {shown} ({named_by}): "
+        f"a triggered object is read only from them; nothing was read or written for it",
+        uri=obj.uri)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

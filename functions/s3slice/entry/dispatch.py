@@ -124,7 +124,7 @@ def _s3(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any
     """An S3 event notification's objects."""
     objects = _events.s3_notification_objects(event)
     query, output = cfg.require(what="an s3 event")
-    return run_objects(objects, query, output, engine, cfg, compact=False)
+    return run_objects(objects, query, output, engine, cfg, compact=False, sources=cfg.sources)
 
 
 def _eventbridge(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any
@@ -132,7 +132,7 @@ def _eventbridge(event: Mapping[str, Any], engine: Engine, cfg: Config, context:
     """An EventBridge "Object Created" event's object."""
     objects: list[ObjectRef | _events.Skipped] = [_events.eventbridge_object(event)]
     query, output = cfg.require(what="an eventbridge event")
-    return run_objects(objects, query, output, engine, cfg, compact=False)
+    return run_objects(objects, query, output, engine, cfg, compact=False, sources=cfg.sources)
 
 
 def _reduce(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any

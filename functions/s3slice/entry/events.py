@@ -9,9 +9,9 @@ Parsed with Powertools' event source data classes. The shapes, exactly as AWS se
   {"bucket": {"name"}, "object": {"key", "size", "etag"}}}``; keys are not URL-encoded.
 - SQS: ``{"Records": [{"eventSource": "aws:sqs", "messageId", "body"}]}`` whose bodies are
   S3 notifications (or EventBridge events, or either wrapped by SNS); S3's
-  ``s3:TestEvent`` is ignored. An EventBridge event body may carry its pipeline's query
-  and output in an ``s3slice`` field (``{"pipeline", "query", "output"}``), which then
-  apply to its object instead of the function's configured ones.
+  ``s3:TestEvent`` is ignored. An EventBridge event body may carry its pipeline's query,
+  output and watched source in an ``s3slice`` field (``{"pipeline", "query", "output",
+  "source"}``), which then apply to its object instead of the function's configured ones.
 - Step Functions: a Distributed Map batch ``{"Items": [...], "BatchInput": {...}}`` or one
   item ``{"Item": {...}, "BatchInput": {...}}``, items as listObjectsV2 gives them
   (``Key``, ``Size``, ``Etag``), ``BatchInput`` holding ``bucket``, ``query`` and ``output``.
@@ -152,7 +152,7 @@ def sqs_body_objects(record: SQSRecord) -> list[ObjectRef | Skipped]:
 #: pipeline carries its own query in its rule, never in the function's environment.
 PIPELINE_FIELD = "s3slice"
 #: The fields of a message's ``s3slice`` object.
-PIPELINE_FIELDS = frozenset({"pipeline", "query", "output"})
+PIPELINE_FIELDS = frozenset({"pipeline", "query", "output", "source"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -162,6 +162,19 @@ class Pipeline:
     name: str | None
     query: Query
     output: OutputSpec
+    #: What the pipeline watches (``source``: an ``s3://bucket/prefix/`` or a list of
+    #: them); empty when the message names none (the configured sources then apply).
+    sources: tuple[tuple[str, str], ...] = ()
+
+
+def _pipeline_sources(raw: object, *, field: str) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    uris = [raw] if isinstance(raw, str) else raw
+    if not isinstance(uris, list) or not uris:
+        raise RequestError(f"expected an s3:// URI or a non-empty list of them, got {raw!r}",
+                           field=field)
+    return tuple(parse_s3_uri(u, field=f"{field}[{i}]") for i, u in enumerate(uris))
 
 
 def sqs_body_pipeline(record: SQSRecord) -> Pipeline | None:
@@ -195,7 +208,8 @@ def sqs_body_pipeline(record: SQSRecord) -> Pipeline | None:
         raise RequestError("expected an output location", field=f"{field}.output")
     if output.file_key is not None:
         raise RequestError(ONE_PER_OBJECT.format(output.uri), field=f"{field}.output")
-    return Pipeline(name=name, query=query, output=output)
+    return Pipeline(name=name, query=query, output=output,
+                    sources=_pipeline_sources(raw.get("source"), field=f"{field}.source"))
 
 
 def carries_pipelines(event: Mapping[str, Any]) -> bool:
