@@ -23,6 +23,10 @@ class Field:
     name: str
     type: T.Type
     required: bool = False
+    #: Its ``initial-default`` as the metadata holds it (the spec's JSON single-value
+    #: form; :func:`types.from_json` reads it): the value of the field in the rows of
+    #: data files written before it was added. Its ``write-default`` is for writers only.
+    initial_default: Any = None
 
     @property
     def dtype(self) -> pl.DataType:
@@ -96,11 +100,28 @@ class Table:
     name_mapping: C.Mapping | None = None
 
 
+def _check_defaults(fields: Sequence[Mapping[str, Any]]) -> None:
+    """Every field's ``initial-default`` (nested ones too) is a value of its type."""
+    for f in fields:
+        try:
+            T.from_json(f["type"], f.get("initial-default"))
+        except ValueError as e:
+            raise ValueError(f"field {f['name']!r} (id {f['id']}): its initial-default {e}"
+                             ) from None
+        t = f["type"]
+        if isinstance(t, dict):
+            children = t.get("fields") or [
+                {"id": t.get(f"{k}-id"), "name": f"{f['name']}.{k}", "type": t[k]}
+                for k in ("element", "key", "value") if k in t]
+            _check_defaults(children)
+
+
 def _schema(raw: Mapping[str, Any]) -> Schema:
-    fields = tuple(Field(f["id"], f["name"], f["type"], bool(f.get("required")))
-                   for f in raw["fields"])
+    fields = tuple(Field(f["id"], f["name"], f["type"], bool(f.get("required")),
+                         f.get("initial-default")) for f in raw["fields"])
     for f in fields:
         T.polars_type(f.type)  # refuses what is not supported, by name
+    _check_defaults(raw["fields"])
     return Schema(int(raw.get("schema-id", 0)), fields)
 
 
