@@ -230,3 +230,32 @@ def test_a_batch_item_naming_a_file_outside_its_snapshot_is_refused(
     assert answer["status"] == "ok"
     n = pl.read_parquet(s3.get(answer["outputs"][0]["uri"]))["n"].to_list()
     assert n == [30]
+
+
+def test_a_batch_item_in_a_manifest_its_predicate_prunes_is_of_the_snapshot(
+        s3: S3Env, warehouse: Warehouse) -> None:  # noqa: F811
+    """A file of the snapshot whose manifest the batch's predicate rules out is no error:
+    it holds no matching row (the plan looks in that manifest only to know it)."""
+    from pyiceberg.transforms import IdentityTransform
+
+    data = arrow_of(conformance_frame().head(60))
+    table = warehouse.catalog.create_table("db.pruned_batch", schema=data.schema)
+    with table.update_spec() as spec:
+        spec.add_field("quoted col", IdentityTransform(), "q")
+    q = data["quoted col"].to_pylist()
+    for value in (0, 1):  # one manifest per partition value: their summaries are disjoint
+        table.append(data.filter(pa.array([v == value for v in q])))
+    files = table.inspect.files()
+    [zero] = [p for p, part in zip(files["file_path"].to_pylist(),
+                                   files["partition"].to_pylist(), strict=True)
+              if part["q"] == 0]
+    sql = "SELECT COUNT(*) AS n FROM s3object WHERE \"quoted col\" = 1"
+    s3.bucket("iceberg-results")
+    item = {"iceberg": table.metadata_location, "snapshot_id": table.metadata.current_snapshot_id,
+            "file": zero, "size": 1, "deletes": 0}
+    batch = {"BatchInput": {"query": {"sql": sql}, "output": "s3://iceberg-results/pruned/"}}
+    answer = invoke({**batch, "Items": [item]})
+    assert answer["status"] == "ok"
+    assert pl.read_parquet(s3.get(answer["outputs"][0]["uri"]))["n"].to_list() == [0]
+    error = fails({**batch, "Items": [{**item, "file": zero + ".other"}]})
+    assert type(error).__name__ == "RequestError" and zero + ".other" in str(error)
