@@ -77,6 +77,11 @@ class Settings:
                                                              0.0000133334, x86_64 0.0000166667)
     price_get_per_1000      S3SLICE_PRICE_GET_PER_1000       0.0004 (S3 Standard GET, HEAD)
     price_put_per_1000      S3SLICE_PRICE_PUT_PER_1000       0.005 (S3 Standard PUT, LIST)
+    iceberg_allowed_        S3SLICE_ICEBERG_ALLOWED_         none: an Iceberg table's files are
+    locations               LOCATIONS                        read only under its location and
+                                                             its write.*.path properties; more
+                                                             s3:// prefixes, comma-separated, or
+                                                             ``*`` for any
     ======================  ===============================  ===================================
     """
 
@@ -103,6 +108,7 @@ class Settings:
     price_gb_second: float | None = None
     price_get_per_1000: float = 0.0004
     price_put_per_1000: float = 0.005
+    iceberg_allowed_locations: str = ""
     #: S3 credentials other than the environment's (a library caller's ``storage_options``
     #: or credential provider): a callable returning obstore's form, ``access_key_id``,
     #: ``secret_access_key``, ``token`` and ``expires_at`` (a datetime or None). Called
@@ -126,9 +132,20 @@ class Settings:
             raise RequestError("must not be negative", field="max_gap")
         if self.read_ahead_mb is not None and self.read_ahead_mb <= 0:
             raise RequestError("must be positive", field="read_ahead_mb")
+        for prefix in self.iceberg_locations:
+            if prefix != "*" and not (prefix.startswith("s3://") and prefix[5:].strip("/")):
+                raise RequestError(f"expected s3:// prefixes (comma-separated) or *, got "
+                                   f"{prefix!r}", field="iceberg_allowed_locations")
         if self.upload_part_size < 5 * MiB:
             raise RequestError("must be at least 5 MiB, S3's smallest part",
                                field="upload_part_size")
+
+    @property
+    def iceberg_locations(self) -> tuple[str, ...]:
+        """The prefixes besides a table's own where its files may be read
+        (:mod:`s3slice.iceberg.locations`)."""
+        return tuple(p for p in (p.strip() for p in self.iceberg_allowed_locations.split(","))
+                     if p)
 
     @property
     def upload_concurrency(self) -> int:
@@ -233,4 +250,5 @@ _ENVIRONMENT: dict[str, tuple[str, type]] = {
     "price_gb_second": ("S3SLICE_PRICE_GB_SECOND", float),
     "price_get_per_1000": ("S3SLICE_PRICE_GET_PER_1000", float),
     "price_put_per_1000": ("S3SLICE_PRICE_PUT_PER_1000", float),
+    "iceberg_allowed_locations": ("S3SLICE_ICEBERG_ALLOWED_LOCATIONS", str),
 }

@@ -109,8 +109,10 @@ def parse_table_source(raw: Mapping[str, object]) -> TableSource:
         raise RequestError(f"expected the s3:// URI of a table's metadata file (or "
                            f"{{\"glue\": \"db.table\"}}), got {table!r}", field="source.iceberg")
     bucket, _, key = table[5:].partition("/")
-    if not bucket or not key.endswith(".json") or any(c in bucket for c in " \\?#"):
-        raise RequestError(f"{table!r} names no metadata file (a key ending in .json)",
+    if not bucket or not key.endswith((".json", ".json.gz")) or any(
+            c in bucket for c in " \\?#"):
+        raise RequestError(f"{table!r} names no metadata file (a key ending in .json, or "
+                           f".json.gz)",
                            field="source.iceberg")
     return TableSource(bucket=bucket, key=key, snapshot_id=snapshot, as_of_ms=as_of)
 

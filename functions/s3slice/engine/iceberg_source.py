@@ -125,7 +125,8 @@ def plan_table(engine: Engine, source: TableSource, analysis: Analysis) -> Plan:
     snapshot, schema = metadata.select(table, snapshot_id=source.snapshot_id,
                                        as_of_ms=source.as_of_ms)
     return plan(table, snapshot, schema, analysis.predicate, load,
-                functools.partial(_run, engine), only=frozenset(source.files))
+                functools.partial(_run, engine), only=frozenset(source.files),
+                allowed=engine.settings.iceberg_locations)
 
 
 def plan_items(engine: Engine, source: TableSource, request: Request

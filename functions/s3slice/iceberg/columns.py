@@ -1,8 +1,9 @@
 """A data file's columns in the table's schema by field id, at every depth (Iceberg spec,
 "Column Projection"): a struct's fields, a list's element and a map's key and value are
-matched by id too, so a nested field renamed keeps its values, one added later is null in
-older files, one dropped is not read, and a promoted one (``int`` to ``long``, ``float``
-to ``double``, a wider decimal) is cast by the caller in polars.
+matched by id too, so a nested field renamed keeps its values, one added later is its
+``initial-default`` (else null) in older files, one dropped is not read, and a promoted
+one (``int`` to ``long``, ``float`` to ``double``, a wider decimal) is cast by the caller
+in polars.
 
 The ids come from the Parquet schema when every field of it has one; otherwise from the
 table's name mapping (``schema.name-mapping.default``), a file column no mapping names
@@ -125,6 +126,19 @@ def arrow_type(t: T.Type) -> pa.DataType:
     return out
 
 
+def default_array(t: T.Type, default: Any, rows: int, uri: str) -> Any:
+    """``rows`` values of a field the file lacks: its ``initial-default`` (the spec's
+    column projection), null when it has none."""
+    try:
+        value = T.from_json(t, default)
+        if value is None:
+            return pa.nulls(rows, arrow_type(t))  # type: ignore[call-overload]
+        return pa.repeat(pa.scalar(value, type=arrow_type(t)), rows)  # type: ignore[call-overload]
+    except (ValueError, TypeError, OverflowError, pa.ArrowException) as e:
+        raise ObjectFormatError(f"the initial-default {default!r} is not a {t}: {e}",
+                                uri=uri) from None
+
+
 def _find(children: Sequence[Node], fid: int) -> int | None:
     return next((i for i, c in enumerate(children) if c.id == fid), None)
 
@@ -147,7 +161,8 @@ def project(t: T.Type, node: Node, array: Any, uri: str) -> Any:
         arrays, names = [], []
         for f in t["fields"]:
             at = _find(node.children, f["id"])
-            arrays.append(pa.nulls(len(array), arrow_type(f["type"])) if at is None  # type: ignore[call-overload]
+            arrays.append(default_array(f["type"], f.get("initial-default"), len(array), uri)
+                          if at is None
                           else project(f["type"], node.children[at], array.field(at), uri))
             names.append(f["name"])
         return pa.StructArray.from_arrays(arrays, names=names, mask=_mask(array))

@@ -1,8 +1,8 @@
 """A data file's rows in the table's schema, by field id at every depth
 (:mod:`s3slice.iceberg.columns`: a renamed column or nested field keeps its id, one added
-later is null in older files, a dropped one is not read, an ``int`` becomes a ``long``;
-a file without ids through the table's name mapping), with its position deletes and
-equality deletes applied."""
+later is its ``initial-default`` (else null) in older files, a dropped one is not read,
+an ``int`` becomes a ``long``; a file without ids through the table's name mapping), with
+its position deletes and equality deletes applied."""
 
 from __future__ import annotations
 
@@ -64,8 +64,12 @@ def _column(table: pa.Table, node: C.Node | None, field: Field, rows: int, uri: 
     """The file's column ``node`` as the table's ``field`` (nested fields by id, promoted
     types cast); when the file lacks it, the file's identity partition value of it (the
     spec's first rule of column projection: a file of a migrated Hive table may leave
-    its partition columns out), else null."""
+    its partition columns out), else its ``initial-default``, else null."""
     dtype = field.dtype
+    if node is None and field.id not in constants:
+        defaults = pl.from_arrow(C.default_array(field.type, field.initial_default, rows, uri))
+        assert isinstance(defaults, pl.Series)
+        return defaults.alias(field.name)
     if node is None:
         value = T.natural(field.type, constants.get(field.id))
         try:
@@ -127,8 +131,11 @@ def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequen
     rows_of = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
     groups = list(range(md.num_row_groups))
     if predicate is not P.TRUE and groups:
+        # (a column the file lacks is all null in it, unless a partition value or an
+        # initial-default fills it: then its statistics are unknown here)
         file_names = {f.name: by_id.get(f.id) for f in schema.fields
-                      if f.id in by_id or f.id not in constants}
+                      if f.id in by_id or (f.id not in constants
+                                           and f.initial_default is None)}
         groups = _kept_groups(pf, predicate, file_names, rows_of)
     wanted = list(dict.fromkeys(n for f in (*fields, *extra) if (n := by_id.get(f.id))))
     try:

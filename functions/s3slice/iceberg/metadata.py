@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,10 @@ class Field:
     name: str
     type: T.Type
     required: bool = False
+    #: Its ``initial-default`` as the metadata holds it (the spec's JSON single-value
+    #: form; :func:`types.from_json` reads it): the value of the field in the rows of
+    #: data files written before it was added. Its ``write-default`` is for writers only.
+    initial_default: Any = None
 
     @property
     def dtype(self) -> pl.DataType:
@@ -94,13 +99,32 @@ class Table:
     #: The table's name mapping (``schema.name-mapping.default``), for data files
     #: without field ids.
     name_mapping: C.Mapping | None = None
+    #: Its properties (``write.data.path`` and the like: :mod:`.locations`).
+    properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _check_defaults(fields: Sequence[Mapping[str, Any]]) -> None:
+    """Every field's ``initial-default`` (nested ones too) is a value of its type."""
+    for f in fields:
+        try:
+            T.from_json(f["type"], f.get("initial-default"))
+        except ValueError as e:
+            raise ValueError(f"field {f['name']!r} (id {f['id']}): its initial-default {e}"
+                             ) from None
+        t = f["type"]
+        if isinstance(t, dict):
+            children = t.get("fields") or [
+                {"id": t.get(f"{k}-id"), "name": f"{f['name']}.{k}", "type": t[k]}
+                for k in ("element", "key", "value") if k in t]
+            _check_defaults(children)
 
 
 def _schema(raw: Mapping[str, Any]) -> Schema:
-    fields = tuple(Field(f["id"], f["name"], f["type"], bool(f.get("required")))
-                   for f in raw["fields"])
+    fields = tuple(Field(f["id"], f["name"], f["type"], bool(f.get("required")),
+                         f.get("initial-default")) for f in raw["fields"])
     for f in fields:
         T.polars_type(f.type)  # refuses what is not supported, by name
+    _check_defaults(raw["fields"])
     return Schema(int(raw.get("schema-id", 0)), fields)
 
 
@@ -112,9 +136,35 @@ def _spec(raw: Sequence[Mapping[str, Any]], spec_id: int) -> Spec:
                                for i, f in enumerate(raw)))
 
 
+#: The most bytes a gzip-compressed metadata file may inflate to (a bomb is refused).
+MAX_METADATA_BYTES = 256 << 20
+_GZIP = b"\x1f\x8b"
+
+
+def _inflated(data: bytes, uri: str) -> bytes:
+    """``data``, inflated when gzip-compressed (by its magic bytes, whatever its name: Java
+    writes ``*.gz.metadata.json``, and once wrote ``*.metadata.json.gz``)."""
+    if not data.startswith(_GZIP):
+        return data
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(data, MAX_METADATA_BYTES + 1)
+    except zlib.error as e:
+        raise ObjectFormatError(f"not a readable gzip-compressed metadata file: {e}",
+                                uri=uri) from None
+    if len(out) > MAX_METADATA_BYTES:
+        raise ObjectFormatError(f"the gzip-compressed metadata inflates past "
+                                f"{MAX_METADATA_BYTES} bytes; nothing was read", uri=uri)
+    if not inflate.eof:
+        raise ObjectFormatError("the gzip-compressed metadata file is truncated", uri=uri)
+    return out
+
+
 def parse_metadata(data: bytes, uri: str) -> Table:
-    """The table metadata in ``data`` (the file at ``uri``). A corrupt file, and a format
-    version other than 1 or 2, are an :class:`ObjectFormatError` naming it."""
+    """The table metadata in ``data`` (the file at ``uri``; gzip-compressed or not). A
+    corrupt file, and a format version other than 1 or 2, are an
+    :class:`ObjectFormatError` naming it."""
+    data = _inflated(data, uri)
     try:
         raw = json.loads(data)
         version = int(raw["format-version"])
@@ -148,7 +198,8 @@ def parse_metadata(data: bytes, uri: str) -> Table:
             current_snapshot = None
         log = tuple((int(e["timestamp-ms"]), int(e["snapshot-id"]))
                     for e in raw.get("snapshot-log") or ())
-        mapping = (raw.get("properties") or {}).get(C.NAME_MAPPING)
+        properties = {str(k): str(v) for k, v in (raw.get("properties") or {}).items()}
+        mapping = properties.get(C.NAME_MAPPING)
         try:
             name_mapping = None if mapping is None else C.parse_mapping(mapping)
         except (ValueError, TypeError) as e:
@@ -156,7 +207,7 @@ def parse_metadata(data: bytes, uri: str) -> Table:
                              ) from None
         return Table(uri, version, str(raw.get("location", "")), schemas, current, specs,
                      snapshots, None if current_snapshot is None else int(current_snapshot),
-                     log, name_mapping)
+                     log, name_mapping, properties)
     except T.UnsupportedType as e:
         raise ObjectFormatError(str(e), uri=uri) from None
     except (ValueError, KeyError, TypeError) as e:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from s3slice._errors import RequestError
+from s3slice.iceberg import locations as L
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg import transforms as X
 from s3slice.iceberg import types as T
@@ -112,16 +114,26 @@ def _bounds_unit(schema: Schema, columns: set[str], f: M.DataFile) -> dict[str, 
 
 
 def plan(table: Table, snapshot: Snapshot | None, schema: Schema, predicate: P.Pred,
-         load: Load, run: Run, *, only: frozenset[str] = frozenset()) -> Plan:
-    """The scan; with ``only``, of those data files alone (a map batch's)."""
+         load: Load, run: Run, *, only: frozenset[str] = frozenset(),
+         allowed: Sequence[str] = ()) -> Plan:
+    """The scan; with ``only``, of those data files alone (a map batch's: one that is no
+    data file of the snapshot is a :class:`RequestError` naming it). Every file is read
+    only where the table's metadata puts its files, or under an ``allowed`` prefix
+    (:mod:`.locations`); a manifest or file listed twice is read once."""
     counts = dict.fromkeys(("manifests", "manifests_read", "manifests_pruned",
                             "data_files", "files_pruned_by_partition",
                             "files_pruned_by_bounds", "bytes_pruned", "delete_files",
                             "delete_files_applied"), 0)
     result = Plan(table, snapshot, schema, [], counts)
+    folders = L.roots(table.location, table.properties, allowed)
     if snapshot is None:
+        _only_in(only, [], table, None)
         return result
+    L.check(snapshot.manifest_list, folders, "manifest list", table.uri)
     manifests = M.read_manifest_list(load(snapshot.manifest_list), snapshot.manifest_list)
+    manifests = list({m.path: m for m in reversed(manifests)}.values())[::-1]  # once each
+    for m in manifests:
+        L.check(m.path, folders, "manifest", table.uri)
     counts["manifests"] = len(manifests)
     types = schema.types_by_id()
     for s in table.schemas.values():  # a partition's source may be a dropped column
@@ -137,9 +149,18 @@ def plan(table: Table, snapshot: Snapshot | None, schema: Schema, predicate: P.P
     read = [m for m, k in zip(manifests, keep, strict=True) if k]
     counts["manifests_read"] = len(read)
     entries: list[list[M.DataFile]] = run(lambda m: M.read_manifest(load(m.path), m), read)
-    data = [f for m, fs in zip(read, entries, strict=True) if m.content == M.DATA for f in fs
-            if f.content == M.DATA and (not only or f.path in only)]
-    deletes = [f for fs in entries for f in fs if f.content != M.DATA]
+    for f in (f for fs in entries for f in fs):
+        L.check(f.path, folders, "data file" if f.content == M.DATA else "delete file",
+                table.uri)
+    live = _once(f for m, fs in zip(read, entries, strict=True) if m.content == M.DATA
+                 for f in fs if f.content == M.DATA)
+    if only:
+        pruned = [m for m, k in zip(manifests, keep, strict=True) if not k and m.content == M.DATA]
+        _only_in(only, live, table, snapshot, lambda: [
+            f for fs in run(lambda m: M.read_manifest(load(m.path), m), pruned) for f in fs
+            if f.content == M.DATA])
+    data = [f for f in live if not only or f.path in only]
+    deletes = _once(f for fs in entries for f in fs if f.content != M.DATA)
     counts["data_files"] = len(data) + (0 if only else sum(
         m.added_files + m.existing_files for m, k in zip(manifests, keep, strict=True) if not k))
     counts["delete_files"] = len(deletes)
@@ -156,6 +177,26 @@ def plan(table: Table, snapshot: Snapshot | None, schema: Schema, predicate: P.P
     counts["delete_files_applied"] = len({d.path for t in result.tasks
                                           for d in (*t.position_deletes, *t.equality_deletes)})
     return result
+
+
+def _once(files: Iterable[M.DataFile]) -> list[M.DataFile]:
+    """Each file once (the first of its entries), in order: a file two manifests (or two
+    entries) list is still one file of the snapshot."""
+    return list({f.path: f for f in reversed(list(files))}.values())[::-1]
+
+
+def _only_in(only: frozenset[str], live: Sequence[M.DataFile], table: Table,
+             snapshot: Snapshot | None,
+             more: Callable[[], Sequence[M.DataFile]] = list) -> None:
+    """A map batch's files (``""``: none) are data files of its snapshot, looked for in the
+    manifests the predicate pruned (``more``) only when not among ``live``."""
+    missing = only - {""} - {f.path for f in live}
+    if missing:
+        missing -= {f.path for f in more()}
+    if missing:
+        snap = "no snapshot" if snapshot is None else f"snapshot {snapshot.snapshot_id}"
+        raise RequestError(f"{sorted(missing)[0]} is no data file of {snap} of {table.uri}"
+                           f" ({len(missing)} such file(s)); nothing was read", field="Items")
 
 
 _FILE_PATH_ID = 2147483546  # the file_path column of a position delete file

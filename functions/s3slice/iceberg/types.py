@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import re
 import struct
+import uuid
 from typing import Any
 
 import polars as pl
@@ -105,3 +106,78 @@ def natural(t: Type, value: Any) -> Any:
         if t in ("timestamp", "timestamptz"):
             return natural(t, micros_to_datetime(value))
     return value
+
+
+def from_json(t: Type, raw: Any) -> Any:
+    """A value in the spec's JSON single-value serialization (a field's ``initial-default``)
+    as the Python value Arrow builds the column's type from: ``decimal(P,S)``, dates,
+    times and timestamps from their ISO strings (a ``timestamptz`` in UTC), ``binary``
+    and ``fixed`` from hex, ``uuid`` as its 16 bytes, a struct from its values by field id
+    (a field absent from it takes its own ``initial-default``), a list from an array, a
+    map from its ``keys`` and ``values`` arrays. None is null. A value that is not of the
+    type is a ValueError naming it."""
+    if raw is None:
+        return None
+    try:
+        return _from_json(t, raw)
+    except (ValueError, TypeError, KeyError, decimal.InvalidOperation) as e:
+        raise ValueError(f"{raw!r} is not a {t if isinstance(t, str) else t.get('type')} "
+                         f"value ({type(e).__name__}: {e})") from None
+
+
+def _from_json(t: Type, raw: Any) -> Any:
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "struct":
+            if not isinstance(raw, dict):
+                raise TypeError("a struct is a JSON object by field id")
+            return {f["name"]: from_json(f["type"], raw[str(f["id"])]) if str(f["id"]) in raw
+                    else from_json(f["type"], f.get("initial-default"))
+                    for f in t["fields"]}
+        if kind == "list":
+            if not isinstance(raw, list):
+                raise TypeError("a list is a JSON array")
+            return [from_json(t["element"], v) for v in raw]
+        if kind == "map":
+            keys, values = raw["keys"], raw["values"]
+            if not isinstance(keys, list) or not isinstance(values, list) or (
+                    len(keys) != len(values)):
+                raise TypeError("a map is {\"keys\": [...], \"values\": [...]} of one length")
+            return [(from_json(t["key"], k), from_json(t["value"], v))
+                    for k, v in zip(keys, values, strict=True)]
+        raise TypeError(f"unknown type {t!r}")
+    if t == "boolean":
+        if not isinstance(raw, bool):
+            raise TypeError("a boolean is true or false")
+        return raw
+    if t in ("int", "long"):
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise TypeError("an integer is a JSON integer")
+        return raw
+    if t in ("float", "double"):
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise TypeError("a float is a JSON number")
+        return float(raw)
+    if (d := decimal_of(t)) is not None:
+        if not isinstance(raw, str | int):
+            raise TypeError("a decimal is a JSON string")
+        value = decimal.Decimal(str(raw))
+        scaled = value.quantize(decimal.Decimal(1).scaleb(-d[1]))
+        if scaled != value or len(scaled.as_tuple().digits) > d[0]:
+            raise ValueError(f"does not fit decimal({d[0]}, {d[1]})")
+        return scaled
+    if not isinstance(raw, str):
+        raise TypeError(f"a {t} is a JSON string")
+    if t == "string":
+        return raw
+    if t == "date":
+        return dt.date.fromisoformat(raw)
+    if t == "time":
+        return dt.time.fromisoformat(raw)
+    if t in ("timestamp", "timestamptz"):
+        return natural(t, dt.datetime.fromisoformat(raw.replace("Z", "+00:00")))
+    if t == "uuid":
+        return uuid.UUID(raw).bytes
+    if t == "binary" or _FIXED.fullmatch(t):
+        return bytes.fromhex(raw)
+    raise TypeError(f"unknown type {t!r}")
