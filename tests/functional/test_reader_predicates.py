@@ -19,6 +19,7 @@ BETWEEN; read by every strategy, as a filter and as SQL, and once through
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import io
 import tempfile
 from collections.abc import Iterator
@@ -315,3 +316,19 @@ def test_polars_s3_reader_is_handed_only_what_it_judges(lake: S3Env, where: str)
     want = oracle(raw, where)
     assert want is not None and want.height > 0
     assert got.sort(got.columns).equals(want.sort(want.columns)), where
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.get("strategy", "auto"))
+@pytest.mark.parametrize("where", [
+    "c IN (1234567890123.4567, 1.5e0)", "c IN (1.5e0, 1234567890123.4567)",
+    "c IN (1234567890123.4567, 1.5)", "c NOT IN (1234567890123.4567, 1.5e0)",
+])
+def test_an_in_list_mixing_a_float_prunes_nothing_it_cannot_judge(
+        config: dict[str, Any], where: str) -> None:
+    """polars compares a column with an IN list's common type (a float, when one value is
+    one): the service's own pruning must not judge each value as itself."""
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"c": pa.array([decimal.Decimal("1234567890123.4568")],
+                                           pa.decimal128(18, 4))}), buf, row_group_size=1)
+    check(buf.getvalue(), where, config)
+    check(buf.getvalue(), where, config, sql=True)
