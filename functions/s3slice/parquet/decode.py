@@ -144,7 +144,8 @@ def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Sch
         casts = [pl.col(c).cast(t) for c, t in want.items() if have[c] != t]
         if casts:
             lf = lf.with_columns(casts)
-        return (analysis.prefilter(lf) if analysis is not None else lf).collect()
+        # A scan prunes by statistics: it is handed only what they judge exactly.
+        return analysis.scanned(lf) if analysis is not None else lf.collect()
     except BaseException as e:
         if not (isinstance(e, Exception) or is_native_panic(e)):
             raise

@@ -113,7 +113,8 @@ def read(io: Io, obj: ObjectRef, plan: Plan, analysis: Analysis, etag: str,
     try:
         lf = pl.scan_parquet(source, storage_options=options, credential_provider=None,
                              glob=False, hive_partitioning=False).select(list(plan.columns))
-        frame = analysis.prefilter(lf).collect()
+        # A scan prunes by statistics: it is handed only what they judge exactly.
+        frame = analysis.scanned(lf)
     except BaseException as e:
         if not (isinstance(e, Exception) or is_native_panic(e)):
             raise

@@ -21,6 +21,7 @@ from s3slice._model import Query
 from s3slice.query import predicate as P
 from s3slice.query.paths import Path, with_paths
 from s3slice.query.polars_sql import check_text, execute
+from s3slice.query.scan_safe import scan_where
 
 #: The name a query reads its source by, as in S3 Select.
 SOURCE_TABLE = "s3object"
@@ -136,6 +137,22 @@ class Analysis:
             if self.where_paths:
                 lf = lf.drop([p.name for p in self.where_paths])
         return self._projected(lf) if self.sql is None else lf
+
+    def scanned(self, lf: pl.LazyFrame) -> pl.DataFrame:
+        """The per-piece step over ``lf``, a scan by a reader that skips row groups by
+        their statistics (polars' Parquet reader), collected. The scan is handed only the
+        part of the row filter its statistics judge exactly (:mod:`.scan_safe`); when that
+        is not the whole filter, the whole filter then runs on the decoded frame, where no
+        optimizer can push it back into the scan. polars' own errors are raised as they
+        are (the readers fall back on them)."""
+        if self.where is None:
+            return self.prefilter(lf).collect()
+        pushed, whole = scan_where(self.predicate, self.where)
+        if whole:
+            return self.prefilter(lf).collect()
+        if pushed is not None:
+            lf = _sql_filter(lf, pushed)
+        return self.prefilter(lf.collect().lazy()).collect()
 
     def _projected(self, lf: pl.LazyFrame) -> pl.LazyFrame:
         """A ``columns``/``filter`` query's projection and limit."""

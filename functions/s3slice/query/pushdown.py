@@ -36,6 +36,16 @@ def _constant(node: exp.Expr) -> tuple[bool, Any, str | None]:
     return True, value, text
 
 
+def _one_kind(values: list[Any]) -> bool:
+    """Whether the constants of an IN list are of one kind (integers and exact decimals
+    are one): polars compares a column with the list's common type, so a list that mixes
+    a float with other constants compares every value as a float (``c IN
+    (1234567890123.4567, 1.5e0)`` holds for ``1234567890123.4568``), not each as itself,
+    as the statistics would judge it."""
+    kinds = {"number" if type(v) in (int, decimal.Decimal) else type(v) for v in values}
+    return len(kinds) == 1
+
+
 def _is_source_column(node: exp.Expr) -> bool:
     """A plain column reference, which row-group statistics describe (a path is not)."""
     return isinstance(node, exp.Column) and not node.name.startswith(PATH_PREFIX)
@@ -72,7 +82,7 @@ def to_predicate(node: exp.Expr) -> P.Pred:
     if isinstance(node, exp.In) and _is_source_column(node.this) and not node.args.get(
             "query"):
         values = [_constant(v) for v in node.expressions]
-        if values and all(ok for ok, _, _ in values):
+        if values and all(ok for ok, _, _ in values) and _one_kind([v for _, v, _ in values]):
             return P.In(node.this.name, tuple(v for _, v, _ in values),
                         tuple(t for _, _, t in values))
         return P.TRUE
