@@ -234,7 +234,7 @@ def decompressed_file(source: str | bytes, compression: Compression, directory: 
             os.unlink(out)
 
 
-def sampled_types(source: str | bytes, spec: InputSpec, *, uri: str) -> bool:
+def sampled_types(source: str | bytes, spec: InputSpec) -> bool:
     """Whether a streamed scan of ``source`` may take its types from its first rows: a CSV
     larger than :data:`CSV_WHOLE_INFERENCE_BYTES` none of whose columns is empty in them
     (an empty column would be typed String, where a later value may make it a number)."""
@@ -246,8 +246,9 @@ def sampled_types(source: str | bytes, spec: InputSpec, *, uri: str) -> bool:
     try:
         head = pl.read_csv(source, n_rows=CSV_SAMPLE_ROWS, infer_schema_length=CSV_SAMPLE_ROWS,
                            **_csv_options(spec))
-    except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as e:
-        raise _format_error(e, spec, uri) from e
+    except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError):
+        # Its first rows do not type it (polars parses past them, in blocks): every row does.
+        return False
     return head.height > 0 and all(c.null_count() < head.height for c in head.get_columns())
 
 

@@ -95,7 +95,7 @@ def _streamed(analysis: Analysis, source: str | bytes, spec: InputSpec,
     """The query's rows of a streamed object, and its rows parsed. A large CSV typed by its
     first rows is read again with every row's types when a later value does not parse as
     them (the types widen, as reading it whole in memory gives)."""
-    sampled = sampled_types(source, spec, uri=uri)
+    sampled = sampled_types(source, spec)
     while True:
         lf = scan_text(source, spec, uri=uri, sampled=sampled)
         schema = lf.collect_schema()
