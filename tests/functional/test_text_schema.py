@@ -142,9 +142,10 @@ def test_many_objects_each_typed_by_all_its_records(tmp_path: Path) -> None:
 # --------------------------------------------- a large CSV, typed by its first rows, widened
 @pytest.fixture
 def sampled(monkeypatch: pytest.MonkeyPatch) -> list[pl.LazyFrame]:
-    """Every CSV counts as large (typed by its first 100 rows); the scans run, recorded."""
+    """Every CSV counts as large (typed by the rows of its first 4 KiB, about 130); the
+    scans run, recorded."""
     monkeypatch.setattr(s3slice.text.formats, "CSV_WHOLE_INFERENCE_BYTES", 0)
-    monkeypatch.setattr(s3slice.text.formats, "CSV_SAMPLE_ROWS", 100)
+    monkeypatch.setattr(s3slice.text.formats, "CSV_SAMPLE_BYTES", 4096)
     runs: list[pl.LazyFrame] = []
     real = s3slice.text.reader.collect_text
 
@@ -157,8 +158,7 @@ def sampled(monkeypatch: pytest.MonkeyPatch) -> list[pl.LazyFrame]:
 
 @pytest.mark.parametrize(("case", "runs"), [
     ("csv int then 2.5 after row 10,000", 2),
-    # A misfit within what polars parses to read the first rows: typed by every row at once.
-    ("csv int then 2.5 after row 100", 1), ("csv int then n/a after row 100", 1),
+    ("csv int then 2.5 after row 100", 2), ("csv int then n/a after row 100", 2),
     ("csv int then a 128-bit int", 2),
     # Empty in the first rows: typed by every row from the start.
     ("csv empty for 150 rows, then int", 1)])

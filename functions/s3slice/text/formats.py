@@ -6,7 +6,7 @@ parallel parts into one object-sized buffer, then polars parses it.
 Column types come from every record of the object, as polars infers them reading it whole
 (``infer_schema_length=None``): never from the first records only. One exception keeps a
 large CSV's parse single-pass: above :data:`CSV_WHOLE_INFERENCE_BYTES` its types come from
-its first :data:`CSV_SAMPLE_ROWS` rows, and are widened (the object read again with every
+the rows of its first :data:`CSV_SAMPLE_BYTES`, and are widened (the object read again with every
 row's inference) when a later value does not parse as them; a column empty in those rows
 takes every row's inference from the start.
 
@@ -201,9 +201,10 @@ def _named(frame: pl.DataFrame, spec: InputSpec) -> pl.DataFrame:
 # holds the result, not the object.
 #: A CSV decompressed to more than this takes its types from its first rows (whole-object
 #: inference is single-threaded in polars, several times the parallel parse's cost).
-CSV_WHOLE_INFERENCE_BYTES = 64 << 20
-#: The rows that type a larger CSV (widened if a later value does not parse as them).
-CSV_SAMPLE_ROWS = 10_000
+CSV_WHOLE_INFERENCE_BYTES = 16 << 20
+#: The leading bytes whose rows type a larger CSV (widened if a later value does not parse
+#: as them).
+CSV_SAMPLE_BYTES = 64 << 10
 
 
 def streamable(spec: InputSpec) -> bool:
@@ -234,32 +235,40 @@ def decompressed_file(source: str | bytes, compression: Compression, directory: 
             os.unlink(out)
 
 
-def sampled_types(source: str | bytes, spec: InputSpec) -> bool:
-    """Whether a streamed scan of ``source`` may take its types from its first rows: a CSV
-    larger than :data:`CSV_WHOLE_INFERENCE_BYTES` none of whose columns is empty in them
-    (an empty column would be typed String, where a later value may make it a number)."""
+def sampled_schema(source: str | bytes, spec: InputSpec) -> pl.Schema | None:
+    """The types a streamed scan of ``source`` may take from its first rows (those whole
+    in its first :data:`CSV_SAMPLE_BYTES`), or None for every row's: for a CSV larger than
+    :data:`CSV_WHOLE_INFERENCE_BYTES` none of whose columns is empty in those rows (an empty
+    column would be typed String, where a later value may make it a number)."""
     if spec.format != "csv" or spec.strings_only:
-        return False
+        return None
     size = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     if size <= CSV_WHOLE_INFERENCE_BYTES:
-        return False
+        return None
+    if isinstance(source, bytes):
+        head = source[:CSV_SAMPLE_BYTES]
+    else:
+        with open(source, "rb") as f:
+            head = f.read(CSV_SAMPLE_BYTES)
+    head = head[:head.rfind(b"\n") + 1]
     try:
-        head = pl.read_csv(source, n_rows=CSV_SAMPLE_ROWS, infer_schema_length=CSV_SAMPLE_ROWS,
-                           **_csv_options(spec))
+        frame = pl.read_csv(io.BytesIO(head), infer_schema_length=None, **_csv_options(spec))
     except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError):
-        # Its first rows do not type it (polars parses past them, in blocks): every row does.
-        return False
-    return head.height > 0 and all(c.null_count() < head.height for c in head.get_columns())
+        return None  # cut inside a quoted line break, say: typed by every row
+    if frame.height == 0 or any(c.null_count() == frame.height for c in frame.get_columns()):
+        return None
+    return frame.schema
 
 
 def scan_text(path: str | bytes, spec: InputSpec, *, uri: str,
-              sampled: bool = False) -> pl.LazyFrame:
+              schema: pl.Schema | None = None) -> pl.LazyFrame:
     """A lazy scan of decompressed CSV or JSON lines, a file or in memory (its schema
-    already read: from every record, or from a CSV's first rows when ``sampled``)."""
+    already read: from every record, or a CSV's ``schema`` from its first rows)."""
     try:
         if spec.format == "csv":
-            lf = pl.scan_csv(path, infer_schema_length=CSV_SAMPLE_ROWS if sampled else None,
-                             **_csv_options(spec))
+            typed: dict[str, Any] = ({"infer_schema_length": None} if schema is None
+                                     else {"schema": schema})
+            lf = pl.scan_csv(path, **typed, **_csv_options(spec))
             if spec.header != "use":
                 names = lf.collect_schema().names()
                 lf = lf.rename({c: f"_{i + 1}" for i, c in enumerate(names)})

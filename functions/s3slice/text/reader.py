@@ -29,7 +29,7 @@ from s3slice.text.formats import (
     decompressed_file,
     detect_compression,
     read_text,
-    sampled_types,
+    sampled_schema,
     scan_text,
     streamable,
 )
@@ -95,17 +95,17 @@ def _streamed(analysis: Analysis, source: str | bytes, spec: InputSpec,
     """The query's rows of a streamed object, and its rows parsed. A large CSV typed by its
     first rows is read again with every row's types when a later value does not parse as
     them (the types widen, as reading it whole in memory gives)."""
-    sampled = sampled_types(source, spec)
+    sampled = sampled_schema(source, spec)
     while True:
-        lf = scan_text(source, spec, uri=uri, sampled=sampled)
+        lf = scan_text(source, spec, uri=uri, schema=sampled)
         schema = lf.collect_schema()
         analysis.needed_columns(schema.names(), source=uri)
         try:
             return _counted(analysis, lf, schema, spec, uri)
         except ObjectFormatError:
-            if not sampled:
+            if sampled is None:
                 raise
-            sampled = False
+            sampled = None
 
 
 def _counted(analysis: Analysis, lf: pl.LazyFrame, schema: pl.Schema, spec: InputSpec,
