@@ -244,3 +244,25 @@ def test_a_streamed_decompression_stops_at_its_limit(tmp_path: Path) -> None:
             decompressed_file(bomb, "gzip", str(out), uri="s3://b/k", limit=1_000_000):
         pass
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", ["one GET", "streamed"])
+def test_a_csv_record_of_too_many_fields_is_refused_before_it_is_parsed(
+        tmp_path: Path, path: str) -> None:
+    fields = 200_001  # polars would take minutes over these columns
+    header = ",".join(f"c{i}" for i in range(fields)).encode()
+    uri = put(tmp_path, "in/wide.csv", b"# exported\n" + header + b"\n" + b"1," * (fields - 1)
+              + b"1\n")
+    with pytest.raises(ObjectFormatError, match="200,001 fields: at most 100,000") as info:
+        read_request(engine(tmp_path, footer_size=PATHS[path]["footer_size"]),
+                     {"source": uri, "input": {"format": "csv", "comment": "#"}})
+    assert uri in str(info.value)
+
+
+def test_a_csv_of_many_columns_under_the_bound_is_read(tmp_path: Path) -> None:
+    frame = pl.DataFrame({f"c{i}": [i, i + 1] for i in range(2_000)})
+    buf = io.BytesIO()
+    frame.write_csv(buf)
+    uri = put(tmp_path, "in/wide.csv", buf.getvalue())
+    got = read_request(engine(tmp_path, footer_size=4096), {"source": uri})
+    assert_frame_equal(got.frame, frame)

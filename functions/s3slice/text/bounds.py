@@ -8,6 +8,7 @@ error that names the object and the limit.
 
 from __future__ import annotations
 
+import io
 import mmap
 import os
 from collections.abc import Iterator
@@ -18,6 +19,10 @@ import pyarrow as pa
 from s3slice._errors import ObjectFormatError
 from s3slice._model import Compression, InputSpec
 
+#: The most fields a CSV record may have: polars' cost per column grows faster than their
+#: count (100,000 columns take seconds, a million minutes), so a record of many more is
+#: refused before it is parsed.
+MAX_CSV_FIELDS = 100_000
 #: A streamed decompression's read size.
 STREAM_CHUNK = 8 << 20
 PYARROW_CODECS: dict[str, Literal["gzip", "bz2", "zstd"]] = {
@@ -86,3 +91,22 @@ def _check_blocks(data: bytes | mmap.mmap, limit: int, spec: InputSpec, uri: str
                 f"a {spec.format.upper()} line of {limit:,} bytes or more (from byte "
                 f"{start:,}): lines are limited to under {limit:,} bytes, a sixteenth of the "
                 "memory budget", uri=uri)
+
+
+def check_width(source: str | bytes, spec: InputSpec, *, uri: str) -> None:
+    """Refuse a CSV whose first record (after leading comment lines) has more than
+    :data:`MAX_CSV_FIELDS` fields, counted as delimiters (one inside quotes counts too, so
+    this errs towards refusing only a header that is absurdly wide anyway). Its line is
+    already bounded by :func:`check_lines`."""
+    if spec.format != "csv":
+        return
+    comment = spec.comment.encode() if spec.comment else None
+    with open(source, "rb") if isinstance(source, str) else io.BytesIO(source) as f:
+        line = f.readline()
+        while comment and line.startswith(comment):
+            line = f.readline()
+    fields = line.count(spec.delimiter.encode()) + 1
+    if fields > MAX_CSV_FIELDS:
+        raise ObjectFormatError(
+            f"a CSV record of {fields:,} fields: at most {MAX_CSV_FIELDS:,} columns are "
+            "read", uri=uri)

@@ -31,7 +31,7 @@ import pyarrow as pa
 from s3slice._errors import ObjectFormatError, QueryError, RequestError
 from s3slice._model import Compression, InputFormat, InputSpec
 from s3slice.fetch.image import tmp_dir_error
-from s3slice.text.bounds import check_lines, decompressed_chunks
+from s3slice.text.bounds import check_lines, check_width, decompressed_chunks
 
 #: Key extensions that name a text format (checked after a compression extension).
 FORMAT_EXTENSIONS: dict[str, InputFormat] = {
@@ -115,6 +115,7 @@ def read_text(data: bytes, spec: InputSpec, *, uri: str,
     gives (a scan range's records too: in the whole object's types)."""
     if max_line is not None:
         check_lines(data, spec, max_line, uri=uri)
+        check_width(data, spec, uri=uri)
     if spec.scan_range is not None:
         if spec.compression not in ("none", "auto") or (spec.format == "json"
                                                         and spec.json_type != "lines"):

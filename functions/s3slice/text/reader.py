@@ -22,7 +22,7 @@ from s3slice._model import InputSpec, ObjectRef
 from s3slice._read import Io, ObjectResult, Timings
 from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.query.analysis import Analysis, collect
-from s3slice.text.bounds import check_lines, line_limit
+from s3slice.text.bounds import check_lines, check_width, line_limit
 from s3slice.text.formats import (
     collect_text,
     decompress,
@@ -71,6 +71,7 @@ class TextReader:
                     with decompressed_file(image.reader_source(), compression, s.tmp_dir,
                                            uri=obj.uri, limit=room) as source:
                         check_lines(source, spec, max_line, uri=obj.uri)
+                        check_width(source, spec, uri=obj.uri)
                         frame, rows_in = _streamed(analysis, source, spec, obj.uri)
                 else:
                     with image.source() as f:
