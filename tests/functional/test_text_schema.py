@@ -266,3 +266,14 @@ def test_a_csv_of_many_columns_under_the_bound_is_read(tmp_path: Path) -> None:
     uri = put(tmp_path, "in/wide.csv", buf.getvalue())
     got = read_request(engine(tmp_path, footer_size=4096), {"source": uri})
     assert_frame_equal(got.frame, frame)
+
+
+@pytest.mark.parametrize("path", ["one GET", "streamed"])
+def test_a_json_document_takes_every_records_keys_and_types(tmp_path: Path, path: str) -> None:
+    records = [{"id": i, "v": 2.5 if i == 150 else i, **({"late": f"x{i}"} if i > 200 else {})}
+               for i in range(3_000)]
+    data = json.dumps(records).encode()
+    uri = put(tmp_path, "in/doc.json", data)
+    got = read_request(engine(tmp_path, footer_size=PATHS[path]["footer_size"]), {"source": uri})
+    assert_frame_equal(got.frame, pl.read_json(io.BytesIO(data), infer_schema_length=None))
+    assert got.frame.columns == ["id", "v", "late"]
