@@ -3,6 +3,13 @@
 Text formats carry no index, so they take the whole-object path: the object is fetched in
 parallel parts into one object-sized buffer, then polars parses it.
 
+Column types come from every record of the object, as polars infers them reading it whole
+(``infer_schema_length=None``): never from the first records only. One exception keeps a
+large CSV's parse single-pass: above :data:`CSV_WHOLE_INFERENCE_BYTES` its types come from
+the rows of its first :data:`CSV_SAMPLE_BYTES`, and are widened (the object read again with every
+row's inference) when a later value does not parse as them; a column empty in those rows
+takes every row's inference from the start.
+
 The format comes from the request, else from the key's extension (``.csv``, ``.tsv``,
 ``.json``, ``.jsonl``, ``.ndjson``, optionally followed by ``.gz``, ``.bz2`` or ``.zst``),
 else it is Parquet (whose ``PAR1`` magic the footer parser checks). The compression comes
@@ -11,15 +18,12 @@ from the request, else from the data's magic bytes.
 
 from __future__ import annotations
 
-import bz2
 import contextlib
-import gzip
 import io
 import os
 import tempfile
-import zlib
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -27,6 +31,7 @@ import pyarrow as pa
 from s3slice._errors import ObjectFormatError, QueryError, RequestError
 from s3slice._model import Compression, InputFormat, InputSpec
 from s3slice.fetch.image import tmp_dir_error
+from s3slice.text.bounds import check_lines, check_width, decompressed_chunks
 
 #: Key extensions that name a text format (checked after a compression extension).
 FORMAT_EXTENSIONS: dict[str, InputFormat] = {
@@ -66,21 +71,15 @@ def detect_compression(data: bytes) -> Compression:
     return "none"
 
 
-def decompress(data: bytes, compression: Compression, *, uri: str) -> bytes:
+def decompress(data: bytes, compression: Compression, *, uri: str,
+               limit: int | None = None) -> bytes:
+    """``data`` decompressed, refused past ``limit`` bytes (a compression bomb)."""
     if compression == "auto":
         compression = detect_compression(data)
-    try:
-        if compression == "gzip":
-            return gzip.decompress(data)
-        if compression == "bzip2":
-            return bz2.decompress(data)
-        if compression == "zstd":
-            # pyarrow's zstd stream (Python's own zstd arrives only in 3.14).
-            with pa.CompressedInputStream(pa.BufferReader(data), "zstd") as stream:
-                return bytes(stream.read())
-    except (OSError, EOFError, ValueError, zlib.error, pa.ArrowException) as e:
-        raise ObjectFormatError(f"cannot decompress as {compression}: {e}", uri=uri) from e
-    return data
+    if compression == "none":
+        return data
+    return b"".join(decompressed_chunks(pa.py_buffer(data), compression, uri=uri,
+                                        limit=limit))
 
 
 def scan(data: bytes, scan_range: tuple[int | None, int | None], *,
@@ -110,40 +109,54 @@ def scan(data: bytes, scan_range: tuple[int | None, int | None], *,
     return body
 
 
-def read_text(data: bytes, spec: InputSpec, *, uri: str) -> pl.DataFrame:
-    """Parse a decompressed CSV or JSON object into a frame."""
+def read_text(data: bytes, spec: InputSpec, *, uri: str,
+              max_line: int | None = None) -> pl.DataFrame:
+    """Parse a decompressed CSV or JSON object into a frame, in the types every record
+    gives (a scan range's records too: in the whole object's types)."""
+    if max_line is not None:
+        check_lines(data, spec, max_line, uri=uri)
+        check_width(data, spec, uri=uri)
     if spec.scan_range is not None:
         if spec.compression not in ("none", "auto") or (spec.format == "json"
                                                         and spec.json_type != "lines"):
             raise RequestError("a scan range applies only to uncompressed CSV and JSON lines",
                                field="ScanRange")
         header = spec.format == "csv" and spec.header != "none"
+        schema = _whole_schema(data, spec, uri)
         scanned = scan(data, spec.scan_range, keep_header=header)
         if scanned.strip() == scan(data, (len(data), None), keep_header=header).strip():
             # No record starts in the range (a start past the end, say): no rows, in the
-            # columns and types of the object's first record.
-            return _parse(_first_records(data, 2 if header else 1), spec, uri).clear()
-        data = scanned
+            # columns and types of the object.
+            return _named(pl.DataFrame(schema=schema), spec)
+        return _parse(scanned, spec, uri, schema)
     return _parse(data, spec, uri)
 
 
-def _parse(data: bytes, spec: InputSpec, uri: str) -> pl.DataFrame:
+def _whole_schema(data: bytes, spec: InputSpec, uri: str) -> pl.Schema:
+    """The columns and types of the whole object (CSV or JSON lines), as polars names them
+    (before a headerless CSV's columns are renamed)."""
     try:
         if spec.format == "csv":
-            return _read_csv(data, spec)
-        return _read_json(data, spec.json_type)
+            return pl.scan_csv(data, infer_schema_length=None, **_csv_options(spec)
+                               ).collect_schema()
+        if not data.strip():
+            return pl.Schema()
+        return pl.scan_ndjson(data, infer_schema_length=None).collect_schema()
     except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as e:
         raise _format_error(e, spec, uri) from e
 
 
-def _first_records(data: bytes, count: int) -> bytes:
-    """The first ``count`` lines of ``data`` (the header and a record, or a record)."""
-    end = -1
-    for _ in range(count):
-        end = data.find(b"\n", end + 1)
-        if end < 0:
-            return data
-    return data[:end + 1]
+def _parse(data: bytes, spec: InputSpec, uri: str,
+           schema: pl.Schema | None = None) -> pl.DataFrame:
+    try:
+        if spec.format == "csv":
+            return _read_csv(data, spec, schema)
+        if schema is not None:  # a scan range's JSON lines
+            return (pl.read_ndjson(io.BytesIO(data), schema=schema) if data.strip()
+                    else pl.DataFrame(schema=schema))
+        return _read_json(data, spec.json_type)
+    except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as e:
+        raise _format_error(e, spec, uri) from e
 
 
 def _read_json(data: bytes, json_type: str) -> pl.DataFrame:
@@ -156,18 +169,27 @@ def _read_json(data: bytes, json_type: str) -> pl.DataFrame:
             except pl.exceptions.PolarsError:
                 return _read_json(data, "document")  # one record over several lines
     if json_type == "lines":
-        return pl.read_ndjson(io.BytesIO(data)) if data.strip() else pl.DataFrame()
-    return pl.read_json(io.BytesIO(data))
+        return (pl.read_ndjson(io.BytesIO(data), infer_schema_length=None) if data.strip()
+                else pl.DataFrame())
+    return pl.read_json(io.BytesIO(data), infer_schema_length=None)
 
 
-def _read_csv(data: bytes, spec: InputSpec) -> pl.DataFrame:
-    has_header = spec.header in ("use", "ignore")
-    frame = pl.read_csv(
-        io.BytesIO(data), has_header=has_header, separator=spec.delimiter,
-        quote_char=spec.quote or None, comment_prefix=spec.comment,
-        infer_schema=not spec.strings_only, truncate_ragged_lines=False,
-        raise_if_empty=False)
-    if spec.header != "use":
+def _csv_options(spec: InputSpec) -> dict[str, Any]:
+    """polars' CSV options for the request's dialect."""
+    return {"has_header": spec.header in ("use", "ignore"), "separator": spec.delimiter,
+            "quote_char": spec.quote or None, "comment_prefix": spec.comment,
+            "infer_schema": not spec.strings_only, "truncate_ragged_lines": False,
+            "raise_if_empty": False}
+
+
+def _read_csv(data: bytes, spec: InputSpec, schema: pl.Schema | None) -> pl.DataFrame:
+    typed: dict[str, Any] = ({"infer_schema_length": None} if schema is None
+                             else {"schema": schema})
+    return _named(pl.read_csv(io.BytesIO(data), **typed, **_csv_options(spec)), spec)
+
+
+def _named(frame: pl.DataFrame, spec: InputSpec) -> pl.DataFrame:
+    if spec.format == "csv" and spec.header != "use":
         # Headerless (or header ignored): columns are addressed by position, _1, _2, ...
         frame = frame.rename({c: f"_{i + 1}" for i, c in enumerate(frame.columns)})
     return frame
@@ -178,9 +200,12 @@ def _read_csv(data: bytes, spec: InputSpec) -> pl.DataFrame:
 # (decompressed there by streaming when compressed), then scanned lazily by polars: the
 # row filter and the projection are applied while the file is parsed in batches, so memory
 # holds the result, not the object.
-_STREAM_CHUNK = 8 << 20
-_PYARROW_CODECS: dict[str, Literal["gzip", "bz2", "zstd"]] = {
-    "gzip": "gzip", "bzip2": "bz2", "zstd": "zstd"}
+#: A CSV decompressed to more than this takes its types from its first rows (whole-object
+#: inference is single-threaded in polars, several times the parallel parse's cost).
+CSV_WHOLE_INFERENCE_BYTES = 16 << 20
+#: The leading bytes whose rows type a larger CSV (widened if a later value does not parse
+#: as them).
+CSV_SAMPLE_BYTES = 64 << 10
 
 
 def streamable(spec: InputSpec) -> bool:
@@ -189,25 +214,18 @@ def streamable(spec: InputSpec) -> bool:
 
 @contextlib.contextmanager
 def decompressed_file(source: str | bytes, compression: Compression, directory: str, *,
-                      uri: str) -> Iterator[str | bytes]:
+                      uri: str, limit: int | None = None) -> Iterator[str | bytes]:
     """The decompressed content of ``source`` (a path or the bytes themselves): itself when
-    not compressed, else a file in ``directory`` it is decompressed into by streaming."""
+    not compressed, else a file in ``directory`` it is decompressed into by streaming,
+    refused past ``limit`` bytes."""
     if compression in ("none", "auto"):
         yield source
         return
     fd, out = tempfile.mkstemp(prefix="s3slice-", suffix=".text", dir=directory)
     compressed = source if isinstance(source, str) else pa.py_buffer(source)
     try:
-        with os.fdopen(fd, "wb") as dst, \
-                pa.input_stream(compressed, compression=_PYARROW_CODECS[compression]) as src:
-            while True:
-                try:
-                    chunk = src.read(_STREAM_CHUNK)
-                except (OSError, EOFError, ValueError, pa.ArrowException) as e:
-                    raise ObjectFormatError(f"cannot decompress as {compression}: {e}",
-                                            uri=uri) from e
-                if not chunk:
-                    break
+        with os.fdopen(fd, "wb") as dst:
+            for chunk in decompressed_chunks(compressed, compression, uri=uri, limit=limit):
                 try:
                     dst.write(chunk)
                 except OSError as e:
@@ -218,16 +236,40 @@ def decompressed_file(source: str | bytes, compression: Compression, directory: 
             os.unlink(out)
 
 
-def scan_text(path: str | bytes, spec: InputSpec, *, uri: str) -> pl.LazyFrame:
+def sampled_schema(source: str | bytes, spec: InputSpec) -> pl.Schema | None:
+    """The types a streamed scan of ``source`` may take from its first rows (those whole
+    in its first :data:`CSV_SAMPLE_BYTES`), or None for every row's: for a CSV larger than
+    :data:`CSV_WHOLE_INFERENCE_BYTES` none of whose columns is empty in those rows (an empty
+    column would be typed String, where a later value may make it a number)."""
+    if spec.format != "csv" or spec.strings_only:
+        return None
+    size = len(source) if isinstance(source, bytes) else os.path.getsize(source)
+    if size <= CSV_WHOLE_INFERENCE_BYTES:
+        return None
+    if isinstance(source, bytes):
+        head = source[:CSV_SAMPLE_BYTES]
+    else:
+        with open(source, "rb") as f:
+            head = f.read(CSV_SAMPLE_BYTES)
+    head = head[:head.rfind(b"\n") + 1]
+    try:
+        frame = pl.read_csv(io.BytesIO(head), infer_schema_length=None, **_csv_options(spec))
+    except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError):
+        return None  # cut inside a quoted line break, say: typed by every row
+    if frame.height == 0 or any(c.null_count() == frame.height for c in frame.get_columns()):
+        return None
+    return frame.schema
+
+
+def scan_text(path: str | bytes, spec: InputSpec, *, uri: str,
+              schema: pl.Schema | None = None) -> pl.LazyFrame:
     """A lazy scan of decompressed CSV or JSON lines, a file or in memory (its schema
-    already read)."""
+    already read: from every record, or a CSV's ``schema`` from its first rows)."""
     try:
         if spec.format == "csv":
-            lf = pl.scan_csv(
-                path, has_header=spec.header in ("use", "ignore"), separator=spec.delimiter,
-                quote_char=spec.quote or None, comment_prefix=spec.comment,
-                infer_schema=not spec.strings_only, truncate_ragged_lines=False,
-                raise_if_empty=False)
+            typed: dict[str, Any] = ({"infer_schema_length": None} if schema is None
+                                     else {"schema": schema})
+            lf = pl.scan_csv(path, **typed, **_csv_options(spec))
             if spec.header != "use":
                 names = lf.collect_schema().names()
                 lf = lf.rename({c: f"_{i + 1}" for i, c in enumerate(names)})
@@ -252,14 +294,14 @@ def _scan_json(path: str | bytes, json_type: str) -> pl.LazyFrame:
             json_type = "document"
         else:
             try:
-                lf = pl.scan_ndjson(path)
+                lf = pl.scan_ndjson(path, infer_schema_length=None)
                 lf.collect_schema()
                 return lf
             except pl.exceptions.PolarsError:
                 json_type = "document"
     if json_type == "document":
-        return pl.read_json(path).lazy()
-    return pl.scan_ndjson(path)
+        return pl.read_json(path, infer_schema_length=None).lazy()
+    return pl.scan_ndjson(path, infer_schema_length=None)
 
 
 def collect_text(lf: pl.LazyFrame, spec: InputSpec, *, uri: str,

@@ -6,6 +6,10 @@ memory when it is at most a quarter of the memory budget (polars parses an in-me
 source on every core), else from a file in /tmp when there is room for it (compressed
 content is decompressed into /tmp by streaming). A small one, a scan range or a JSON
 document is parsed whole.
+
+What it decodes to is bounded before it is parsed: a line (a record) of a sixteenth of the
+memory budget or more is refused, and so is compressed content that expands past a quarter
+of the memory budget (parsed in memory) or past the room in /tmp (streamed).
 """
 
 from __future__ import annotations
@@ -13,16 +17,19 @@ from __future__ import annotations
 import polars as pl
 
 from s3slice import _ranges
+from s3slice._errors import ObjectFormatError
 from s3slice._model import InputSpec, ObjectRef
 from s3slice._read import Io, ObjectResult, Timings
 from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.query.analysis import Analysis, collect
+from s3slice.text.bounds import check_lines, check_width, line_limit
 from s3slice.text.formats import (
     collect_text,
     decompress,
     decompressed_file,
     detect_compression,
     read_text,
+    sampled_schema,
     scan_text,
     streamable,
 )
@@ -58,18 +65,20 @@ class TextReader:
                     compression = (detect_compression(read_at(f, 0, min(size, 4)))
                                    if spec.compression == "auto" else spec.compression)
                 lazy = lazy and (compression == "none" or size * 4 <= tmp_free)
+                max_line = line_limit(s.memory_budget_bytes)
                 if lazy:
+                    room = tmp_free - (size if to_tmp else 0)
                     with decompressed_file(image.reader_source(), compression, s.tmp_dir,
-                                           uri=obj.uri) as source:
-                        lf = scan_text(source, spec, uri=obj.uri)
-                        schema = lf.collect_schema()
-                        analysis.needed_columns(schema.names(), source=obj.uri)
-                        frame, rows_in = _counted(analysis, lf, schema, spec, obj.uri)
+                                           uri=obj.uri, limit=room) as source:
+                        check_lines(source, spec, max_line, uri=obj.uri)
+                        check_width(source, spec, uri=obj.uri)
+                        frame, rows_in = _streamed(analysis, source, spec, obj.uri)
                 else:
                     with image.source() as f:
                         raw = read_at(f, 0, size)
-                    data = read_text(decompress(raw, compression, uri=obj.uri), spec,
-                                     uri=obj.uri)
+                    data = read_text(decompress(raw, compression, uri=obj.uri,
+                                                limit=s.memory_budget_bytes // 4),
+                                     spec, uri=obj.uri, max_line=max_line)
                     analysis.needed_columns(data.columns, source=obj.uri)
                     rows_in = data.height
                     frame = collect(analysis.prefilter(data.lazy()))
@@ -80,6 +89,24 @@ class TextReader:
                             inputs={"object_bytes": size, "format": spec.format,
                                     "compression": compression, "streamed": lazy,
                                     "image": "tmp" if to_tmp else "memory"})
+
+
+def _streamed(analysis: Analysis, source: str | bytes, spec: InputSpec,
+              uri: str) -> tuple[pl.DataFrame, int]:
+    """The query's rows of a streamed object, and its rows parsed. A large CSV typed by its
+    first rows is read again with every row's types when a later value does not parse as
+    them (the types widen, as reading it whole in memory gives)."""
+    sampled = sampled_schema(source, spec)
+    while True:
+        lf = scan_text(source, spec, uri=uri, schema=sampled)
+        schema = lf.collect_schema()
+        analysis.needed_columns(schema.names(), source=uri)
+        try:
+            return _counted(analysis, lf, schema, spec, uri)
+        except ObjectFormatError:
+            if sampled is None:
+                raise
+            sampled = None
 
 
 def _counted(analysis: Analysis, lf: pl.LazyFrame, schema: pl.Schema, spec: InputSpec,
