@@ -129,7 +129,7 @@ def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
             if cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None or (
                     cc.file_path is not None or cc.meta_data is None):
                 return None
-            source = chunk_range(md, g, i, footer=footer, uri=uri)
+            source = chunk_range(md, g, i, footer=footer, uri=uri, exact=True)
             columns.append(_moved(cc, at - source[0], at))
             chunks.append(Chunk(source=source, at=at, num_values=cc.meta_data.num_values,
                                 column=names[i], row_group=g))

@@ -10,6 +10,7 @@ parallel parts. The plan knows ``needed_bytes`` before any data moves.
 from __future__ import annotations
 
 import dataclasses
+import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -153,9 +154,35 @@ def prune(md: pq.FileMetaData, predicate: P.Pred,
 # ------------------------------------------------------------------------------ ranges
 
 
+#: pyarrow reads up to this many bytes past each column chunk of a file written by
+#: parquet-mr before 1.2.9 (PARQUET-816: its sizes left out the dictionary page's header),
+#: which then belong to the chunk: the plan fetches them too, or the decoder would read
+#: bytes never fetched.
+PARQUET_816_PADDING = 100
+_PARQUET_816_FIXED = (1, 2, 9)
+_CREATED_BY = re.compile(r"^(.*?)\s+version\s*([^(]*)")
+
+
+def pads_chunks(footer: Footer) -> bool:
+    """Whether pyarrow reads :data:`PARQUET_816_PADDING` bytes past each chunk of this
+    object (its writer is parquet-mr before 1.2.9, as pyarrow parses ``created_by``; a
+    version it cannot parse counts as old: a few bytes more are fetched, never fewer)."""
+    pads = footer.memo.get("pads_chunks")
+    if pads is None:
+        m = _CREATED_BY.match((footer.metadata.created_by or "").strip().lower())
+        old = False
+        if m is not None and m.group(1).strip() == "parquet-mr":
+            numbers = [int(n) for n in re.findall(r"\d+", m.group(2))[:3]]
+            old = tuple(numbers + [0] * (3 - len(numbers))) < _PARQUET_816_FIXED
+        pads = footer.memo.setdefault("pads_chunks", old)
+    return bool(pads)
+
+
 def chunk_range(md: pq.FileMetaData, rg: int, column: int, *, footer: Footer,
-                uri: str) -> Range:
-    """Bytes of one column chunk, its dictionary page included (half-open)."""
+                uri: str, exact: bool = False) -> Range:
+    """Bytes of one column chunk, its dictionary page included (half-open), as pyarrow
+    reads them: with :data:`PARQUET_816_PADDING` more where it reads more (not when
+    ``exact``: the chunk's own bytes by its metadata)."""
     col = md.row_group(rg).column(column)
     start = col.data_page_offset
     dict_offset = col.dictionary_page_offset
@@ -166,7 +193,20 @@ def chunk_range(md: pq.FileMetaData, rg: int, column: int, *, footer: Footer,
         raise ObjectFormatError(
             f"corrupt Parquet metadata: column {col.path_in_schema!r} of row group {rg} "
             f"spans bytes {start}-{end} outside the data (0-{footer.data_end})", uri=uri)
+    if not exact and pads_chunks(footer):
+        end = min(end + PARQUET_816_PADDING, footer.size)
     return (start, end)
+
+
+def polars_range(md: pq.FileMetaData, rg: int, column: int) -> Range:
+    """Bytes of one column chunk as polars' reader reads them: from the dictionary page's
+    offset whenever the footer sets one (pyarrow: only where it lies before the data
+    page), ``total_compressed_size`` long."""
+    col = md.row_group(rg).column(column)
+    start = col.dictionary_page_offset
+    if start is None:
+        start = col.data_page_offset
+    return (start, start + col.total_compressed_size)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
