@@ -221,6 +221,8 @@ class Plan:
     #: Struct columns read only in part: each with the dotted fields it needs (``b`` →
     #: ``("b.c",)``); the chunks of its other fields are never fetched.
     fields: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    #: Per kept row group, what its needed chunks decode to, at least (:func:`decoded_size`).
+    decoded: dict[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def read_columns(self) -> list[str]:
@@ -248,6 +250,8 @@ class Plan:
         kept = tuple(g for g in self.row_groups if g in chosen)
         return dataclasses.replace(self, row_groups=kept,
                                    chunks={g: self.chunks[g] for g in kept},
+                                   decoded={g: self.decoded[g] for g in kept
+                                            if g in self.decoded},
                                    needed_bytes=sum(self.group_bytes(g) for g in kept))
 
 
@@ -300,9 +304,38 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
             chunk_range(md, g, i, footer=footer, uri=uri) for i in range(rg.num_columns)
             if i in needed_leaves)
     needed = sum(_ranges.total(r) for r in chunks.values())
+    decoded = {g: sum(decoded_size(md, g, i) for i in needed_leaves) for g in kept}
     return Plan(footer=footer, row_groups=tuple(kept),
                 columns=tuple(c for c in names if c in wanted), chunks=chunks,
-                needed_bytes=needed, fields=parts_of)
+                needed_bytes=needed, fields=parts_of, decoded=decoded)
+
+
+#: Bytes a decoded value of each physical type takes, at least (a string: its offset).
+_WIDTH = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8,
+          "BYTE_ARRAY": 8}
+
+
+def decoded_size(md: pq.FileMetaData, rg: int, column: int) -> int:
+    """What one column chunk decodes to, at least, by its footer: its pages' uncompressed
+    size, and its values at their type's width (run-length and dictionary encodings hold
+    many values in few bytes: a chunk of a billion nulls is a few bytes). A dictionary-
+    encoded string is at least as long as the shorter of its statistics' bounds (a single
+    long value repeated holds a few bytes of indexes). Compression bombs and such chunks
+    are judged by it before any byte is decoded."""
+    col = md.row_group(rg).column(column)
+    physical = col.physical_type
+    width = (md.schema.column(column).length or 1 if physical == "FIXED_LEN_BYTE_ARRAY"
+             else _WIDTH.get(physical, 8))
+    values = max(0, col.num_values)
+    size = max(col.total_uncompressed_size, values * width)
+    if physical == "BYTE_ARRAY" and col.has_dictionary_page:
+        s = col.statistics
+        try:
+            if s is not None and s.has_min_max:
+                size = max(size, values * (width + min(len(s.min_raw), len(s.max_raw))))
+        except (ValueError, TypeError, pa.ArrowException):
+            pass
+    return size
 
 
 def _struct_parts(leaves: Sequence[str], fields: Mapping[str, Iterable[str]]
