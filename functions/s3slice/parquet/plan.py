@@ -331,8 +331,9 @@ def decoded_size(md: pq.FileMetaData, rg: int, column: int) -> int:
     if physical == "BYTE_ARRAY" and col.has_dictionary_page:
         s = col.statistics
         try:
-            if s is not None and s.has_min_max:
-                size = max(size, values * (width + min(len(s.min_raw), len(s.max_raw))))
+            lo, hi = (s.min_raw, s.max_raw) if s is not None and s.has_min_max else (None, None)
+            if isinstance(lo, bytes | str) and isinstance(hi, bytes | str):
+                size = max(size, values * (width + min(len(lo), len(hi))))
         except (ValueError, TypeError, pa.ArrowException):
             pass
     return size
