@@ -74,8 +74,9 @@ def _read(root: Path, data: bytes, columns: list[str] | None, strategy: str,
     try:
         return read_request(_engine(root, strategy=strategy, **kw), request).frame
     except ObjectFormatError as e:
-        assert e.uri == uri
-        return e
+        failed = e
+    assert failed.uri == uri
+    return failed
 
 
 def _equal_or_refused(got: pl.DataFrame | ObjectFormatError, want: pl.DataFrame | None
