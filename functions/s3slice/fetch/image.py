@@ -20,6 +20,12 @@ that is just as sparse, which polars and pyarrow open by its ``/proc/self/fd`` p
 
 In /tmp it is a sparse file, for objects larger than the memory budget; polars and pyarrow
 open its path.
+
+An image knows the ranges written into it, and never lets a reader take the zeros of the
+rest for data: pyarrow reads an image that is not whole through a guard (a Python file
+over the same bytes, zero-copy) that raises :class:`Unwritten` for any byte never
+written, and polars, which reads the bytes in place, is given one only where
+:meth:`Image.holds` says every byte it will read is there.
 """
 
 from __future__ import annotations
