@@ -183,7 +183,11 @@ def chunk_range(md: pq.FileMetaData, rg: int, column: int, *, footer: Footer,
     """Bytes of one column chunk, its dictionary page included (half-open), as pyarrow
     reads them: with :data:`PARQUET_816_PADDING` more where it reads more (not when
     ``exact``: the chunk's own bytes by its metadata)."""
-    col = md.row_group(rg).column(column)
+    return _extent(md.row_group(rg).column(column), rg, footer=footer, uri=uri, exact=exact)
+
+
+def _extent(col: pq.ColumnChunkMetaData, rg: int, *, footer: Footer, uri: str,
+            exact: bool = False) -> Range:
     start = col.data_page_offset
     dict_offset = col.dictionary_page_offset
     if col.has_dictionary_page and dict_offset is not None and 0 < dict_offset < start:
@@ -298,13 +302,14 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
                      if _needed(path, tops[i], wanted, parts_of, reads)}
     kept = prune(md, predicate, stats_types(footer))
     chunks: dict[int, tuple[Range, ...]] = {}
+    decoded: dict[int, int] = {}
+    ordered = sorted(needed_leaves)
     for g in kept:
         rg = md.row_group(g)
-        chunks[g] = tuple(
-            chunk_range(md, g, i, footer=footer, uri=uri) for i in range(rg.num_columns)
-            if i in needed_leaves)
+        cols = [(i, rg.column(i)) for i in ordered if i < rg.num_columns]
+        chunks[g] = tuple(_extent(col, g, footer=footer, uri=uri) for _, col in cols)
+        decoded[g] = sum(_decoded(md, col, i) for i, col in cols)
     needed = sum(_ranges.total(r) for r in chunks.values())
-    decoded = {g: sum(decoded_size(md, g, i) for i in needed_leaves) for g in kept}
     return Plan(footer=footer, row_groups=tuple(kept),
                 columns=tuple(c for c in names if c in wanted), chunks=chunks,
                 needed_bytes=needed, fields=parts_of, decoded=decoded)
@@ -322,7 +327,10 @@ def decoded_size(md: pq.FileMetaData, rg: int, column: int) -> int:
     encoded string is at least as long as the shorter of its statistics' bounds (a single
     long value repeated holds a few bytes of indexes). Compression bombs and such chunks
     are judged by it before any byte is decoded."""
-    col = md.row_group(rg).column(column)
+    return _decoded(md, md.row_group(rg).column(column), column)
+
+
+def _decoded(md: pq.FileMetaData, col: pq.ColumnChunkMetaData, column: int) -> int:
     physical = col.physical_type
     width = (md.schema.column(column).length or 1 if physical == "FIXED_LEN_BYTE_ARRAY"
              else _WIDTH.get(physical, 8))
