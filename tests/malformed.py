@@ -7,6 +7,7 @@ footer fields named.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import io
 import struct
@@ -110,3 +111,46 @@ def int96_after_2262() -> tuple[bytes, list[dt.datetime]]:
     table = pa.table({"id": pa.array(range(len(values)), pa.int64()),
                       "ts": pa.array(values, pa.timestamp("us"))})
     return write(table, use_deprecated_int96_timestamps=True), values
+
+
+def encrypted(table: pa.Table, columns: list[str], *, plaintext_footer: bool = True,
+              **kwargs: Any) -> bytes:
+    """``table`` written with Parquet modular encryption (pyarrow's writer, AES-GCM):
+    ``columns`` encrypted with a column key, the footer in plaintext (signed) or
+    encrypted (``PARE``). The test KMS "wraps" a key by prefixing its master key's text:
+    no secrecy, these objects only have to be encrypted."""
+    import pyarrow.parquet.encryption as pe
+
+    keys = {"footer": "0123456789012345", "col": "1234567890123450"}
+
+    class Kms(pe.KmsClient):
+        def __init__(self, _: Any) -> None:
+            super().__init__()
+
+        def wrap_key(self, key_bytes: bytes, master_key_identifier: str) -> str:
+            return base64.b64encode(keys[master_key_identifier].encode() + key_bytes).decode()
+
+        def unwrap_key(  # type: ignore[override]  # the stubs say str; pyarrow wants bytes
+                self, wrapped_key: str, master_key_identifier: str) -> bytes:
+            return base64.b64decode(wrapped_key)[len(keys[master_key_identifier]):]
+
+    config = pe.EncryptionConfiguration(
+        footer_key="footer", column_keys={"col": list(columns)},
+        plaintext_footer=plaintext_footer, encryption_algorithm="AES_GCM_V1")
+    properties = pe.CryptoFactory(Kms).file_encryption_properties(
+        pe.KmsConnectionConfig(custom_kms_conf=keys), config)
+    return write(table, encryption_properties=properties, **kwargs)
+
+
+def column_key_marked(data: bytes, column: int) -> bytes:
+    """A plain object whose footer marks ``column``'s chunks as encrypted with a column
+    key (``crypto_metadata``), with no encryption algorithm nor signature: what a fuzzer
+    makes, on which pyarrow's metadata access aborts the process."""
+    t = _thrift.thrift()
+    fmd = thrift_footer(data)
+    for group in fmd.row_groups:
+        chunk = group.columns[column]
+        chunk.crypto_metadata = t.ColumnCryptoMetaData(
+            ENCRYPTION_WITH_COLUMN_KEY=t.EncryptionWithColumnKey(
+                path_in_schema=list(chunk.meta_data.path_in_schema)))
+    return with_thrift_footer(data, fmd)

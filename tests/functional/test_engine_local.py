@@ -27,7 +27,7 @@ from s3slice import (
     UnknownColumnError,
 )
 from s3slice._demo import sample_table
-from s3slice.fetch.image import MemoryImage
+from s3slice.fetch.image import MemoryImage, Unwritten
 from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import plan_parquet
 from tests.support import read_request
@@ -174,7 +174,10 @@ def test_the_in_memory_image_is_sparse_and_bounded() -> None:
             f.seek((1 << 29) + 5)
             assert f.read(4096) == b"x" * 4096
             f.seek(1 << 29)
-            assert f.read(5) == bytes(5)  # what was never written reads as zeros
+            with pytest.raises(Unwritten, match=f"bytes {1 << 29}-{(1 << 29) + 5} "):
+                f.read(6)  # what was never written is never read (as zeros)
+        assert image.holds((1 << 29) + 5, (1 << 29) + 4101)
+        assert not image.holds((1 << 29) + 4, (1 << 29) + 6)
         with pytest.raises(ValueError, match="outside an image"):
             image.write((1 << 30) - 2, memoryview(b"xyz"))
     finally:
@@ -189,8 +192,11 @@ def test_an_image_too_large_to_reserve_is_a_sparse_memfd() -> None:
         assert isinstance(image.reader_source(), str)
         image.write((1 << 44) - 3, memoryview(b"end"))
         with image.source() as f:
+            f.seek((1 << 44) - 3)
+            assert f.read(3) == b"end"
             f.seek((1 << 44) - 4)
-            assert f.read(4) == b"\0end"
+            with pytest.raises(Unwritten):
+                f.read(4)
     finally:
         image.close()
 

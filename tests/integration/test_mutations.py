@@ -1,8 +1,9 @@
 """Random damage to valid Parquet objects, through the handler on the local S3 server.
 
 Each example truncates a good object, flips bytes in it (anywhere, or in its footer),
-splices another object's footer onto it or makes its footer claim other row counts, and
-runs a query on the result. Whatever
+splices another object's footer onto it, makes its footer claim other row counts, other
+sizes, offsets or values counts for a column chunk, or marks a chunk encrypted, and runs a
+query on the result. Whatever
 happens, the handler either answers with rows equal to a plain local read of the same
 bytes, or raises one of the service's typed errors and leaves no output behind: never
 another exception type, never a partial or wrong output.
@@ -72,6 +73,9 @@ class Damage:
     flips: tuple[tuple[int, int], ...] = ()
     other: int = 0
     rows: tuple[int, ...] = ()  # each row group's row count, as the footer will claim it
+    chunk: tuple[int, int] = (0, 0)  # (row group, column) of a chunk whose metadata changes
+    field: str = ""  # which of its metadata fields, changed by ``by``
+    by: int = 0
 
     def apply(self) -> bytes:
         data = BASES[self.base]
@@ -82,6 +86,16 @@ class Damage:
             for group, rows in zip(fmd.row_groups, self.rows, strict=False):
                 group.num_rows = rows
             return malformed.with_thrift_footer(data, fmd)
+        if self.kind == "chunk":
+            fmd = malformed.thrift_footer(data)
+            group, column = self.chunk
+            meta = fmd.row_groups[group].columns[column].meta_data
+            now = getattr(meta, self.field)
+            setattr(meta, self.field, max(0, (now if now is not None else
+                                              meta.data_page_offset) + self.by))
+            return malformed.with_thrift_footer(data, fmd)
+        if self.kind == "encrypt":
+            return malformed.column_key_marked(data, self.chunk[1])
         if self.kind == "splice":
             other = BASES[self.other]
             return malformed.body_of(data) + other[
@@ -97,7 +111,16 @@ def damage(draw: st.DrawFn) -> Damage:
     base = draw(st.integers(0, len(BASES) - 1))
     data = BASES[base]
     footer_start = len(data) - 8 - malformed.footer_length(data)
-    kind = draw(st.sampled_from(["truncate", "flip", "flip-footer", "splice", "recount"]))
+    kind = draw(st.sampled_from(["truncate", "flip", "flip-footer", "splice", "recount",
+                                 "chunk", "chunk", "encrypt"]))
+    if kind in ("chunk", "encrypt"):
+        groups = malformed.thrift_footer(data).row_groups
+        chunk = (draw(st.integers(0, len(groups) - 1)),
+                 draw(st.integers(0, len(groups[0].columns) - 1)))
+        field = draw(st.sampled_from(["total_compressed_size", "num_values",
+                                      "dictionary_page_offset", "data_page_offset"]))
+        by = draw(st.sampled_from([-4096, -300, -40, -1, 1, 40, 300, 4096]))
+        return Damage(base, kind, chunk=chunk, field=field, by=by)
     if kind == "truncate":
         return Damage(base, kind, cut=draw(st.integers(0, len(data) - 1)))
     if kind == "recount":
@@ -176,3 +199,58 @@ def test_damaged_objects_end_typed_or_equal_to_a_plain_read(store: S3Env, hurt: 
     reads = _plain_reads(data, query)
     if reads:
         assert any(got.equals(r) for r in reads), (got.height, [r.height for r in reads])
+
+
+#: Large enough to be copied (its footer is a small share of the needed bytes) rather
+#: than fetched whole with its footer.
+COPIED = malformed.write(pa.table({
+    "id": pa.array(range(200_000), pa.int64()),
+    "s": pa.array([f"k{i % 50}" for i in range(200_000)]),
+    "pad": pa.array([str(i * 7919 % 1_000_003) * 3 for i in range(200_000)]),
+}), row_group_size=50_000, compression="snappy")
+
+
+@pytest.mark.parametrize(("field", "by"), [("num_values", 0), ("num_values", -1),
+                                           ("num_values", 7), ("rows", -1_000),
+                                           ("rows", 1_000)])
+@pytest.mark.parametrize("columns", [["id"], ["s", "id"]])
+def test_values_counts_that_disagree_never_write_an_unreadable_file(
+        store: S3Env, field: str, by: int, columns: list[str]) -> None:
+    """A chunk whose values count, or a row group whose row count, disagrees with the
+    pages: a plain column selection (the ``copy`` strategy's case) either writes a file
+    every reader opens, equal to pyarrow's read of the same bytes, or is a typed error
+    that writes nothing."""
+    fmd = malformed.thrift_footer(COPIED)
+    if field == "rows":
+        fmd.row_groups[1].num_rows += by
+        fmd.num_rows += by
+    else:
+        fmd.row_groups[1].columns[0].meta_data.num_values += by
+    data = malformed.with_thrift_footer(COPIED, fmd)
+    n = next(_names)
+    key, out = f"in/counts-{n}.parquet", f"out/counts-{n}/"
+    store.client.put_object(Bucket=BUCKET, Key=key, Body=data)
+    FOOTER_CACHE.clear()
+    try:
+        response = lambda_handler({"source": f"s3://{BUCKET}/{key}", "columns": columns,
+                                   "output": {"uri": f"s3://{BUCKET}/{out}"}}, LambdaContext())
+    except S3SliceError as e:
+        failed: S3SliceError | None = e
+    else:
+        failed = None
+    if failed is not None:
+        assert not failed.retryable, failed
+        assert store.keys(BUCKET, out) == [], "a failed request left an output"
+        return
+    if by == 0:  # the object as written: its chunks are copied
+        assert response["stats"]["strategy"] == "copy"
+    [output] = response["outputs"]
+    written = store.get(output["uri"])
+    by_pyarrow = pl.from_arrow(pq.read_table(pa.BufferReader(written)))
+    by_polars = pl.read_parquet(written)
+    assert by_polars.equals(by_pyarrow)
+    assert by_polars.height == output["rows"]
+    # (In the file's column order: the copy's order is another item of issue 36.)
+    reads = [r.select(by_polars.columns) for r in _plain_reads(data, {"columns": columns})]
+    assert any(by_polars.equals(r) for r in reads), (by_polars.height,
+                                                     [r.height for r in reads])

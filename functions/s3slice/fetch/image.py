@@ -20,19 +20,28 @@ that is just as sparse, which polars and pyarrow open by its ``/proc/self/fd`` p
 
 In /tmp it is a sparse file, for objects larger than the memory budget; polars and pyarrow
 open its path.
+
+An image knows the ranges written into it, and never lets a reader take the zeros of the
+rest for data: pyarrow reads an image that is not whole through a guard (a Python file
+over the same bytes, zero-copy) that raises :class:`Unwritten` for any byte never
+written, and polars, which reads the bytes in place, is given one only where
+:meth:`Image.holds` says every byte it will read is there.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import os
 import tempfile
-from typing import NoReturn, Protocol
+import threading
+from typing import Any, NoReturn, Protocol, cast
 
 import pyarrow as pa
 
 from s3slice._errors import S3SliceTransientError
+from s3slice._ranges import Range
 
 
 def tmp_dir_error(directory: str, e: OSError) -> S3SliceTransientError:
@@ -50,9 +59,117 @@ class Image(Protocol):
 
     def write(self, start: int, data: memoryview) -> None: ...
 
-    def source(self) -> pa.NativeFile: ...
+    def source(self) -> pa.NativeFile:
+        """What pyarrow reads: the image's bytes, where a read of any byte never written
+        fails (:class:`Unwritten`) instead of reading zeros."""
+
+    def holds(self, start: int, end: int) -> bool:
+        """Whether every byte of ``start``-``end`` (half-open) was written."""
 
     def close(self) -> None: ...
+
+
+class Unwritten(OSError):
+    """A reader asked an image for bytes that were never written into it (never fetched):
+    an image is zeros there, and zeros must never be decoded as data."""
+
+    def __init__(self, start: int, end: int) -> None:
+        super().__init__(f"bytes {start}-{end} of the object were read but never fetched")
+        self.start, self.end = start, end
+
+
+class _Extents:
+    """The byte ranges written into an image, merged; thread-safe (parts land in
+    parallel)."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._lock = threading.Lock()
+
+    def add(self, start: int, end: int) -> None:
+        if end <= start:
+            return
+        with self._lock:
+            starts, ends = self._starts, self._ends
+            # The ranges that touch or overlap [start, end) merge with it.
+            lo = bisect.bisect_left(ends, start)
+            hi = bisect.bisect_right(starts, end)
+            if lo < hi:
+                start, end = min(start, starts[lo]), max(end, ends[hi - 1])
+            starts[lo:hi] = [start]
+            ends[lo:hi] = [end]
+
+    def holds(self, start: int, end: int) -> bool:
+        if end <= start:
+            return True
+        with self._lock:
+            k = bisect.bisect_right(self._starts, start) - 1
+            return k >= 0 and self._ends[k] >= end
+
+    def first_missing(self, start: int, end: int) -> Range:
+        """The first bytes of ``start``-``end`` not held (assumes some are not)."""
+        with self._lock:
+            k = bisect.bisect_right(self._starts, start) - 1
+            if k >= 0 and self._ends[k] > start:
+                start = self._ends[k]
+            nxt = bisect.bisect_right(self._starts, start)
+            stop = self._starts[nxt] if nxt < len(self._starts) else end
+            return (start, min(end, stop))
+
+
+class _Guarded:
+    """A read-only file over ``inner`` (the image's bytes) for :class:`pyarrow.PythonFile`:
+    every read is checked against the bytes written, and one that reaches a byte never
+    written raises :class:`Unwritten`. Reads return zero-copy slices of ``inner``."""
+
+    def __init__(self, inner: pa.NativeFile, extents: _Extents, size: int) -> None:
+        self._inner = inner
+        self._extents = extents
+        self._size = size
+        self._pos = 0
+        self.closed = False
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self._size}[whence]
+        self._pos = base + pos
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def size(self) -> int:
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def read(self, nbytes: int | None = None) -> pa.Buffer:
+        start = self._pos
+        end = self._size if nbytes is None or nbytes < 0 else min(self._size, start + nbytes)
+        if not self._extents.holds(start, end):
+            raise Unwritten(*self._extents.first_missing(start, end))
+        self._inner.seek(start)
+        out = self._inner.read_buffer(end - start)
+        self._pos = end
+        return out
+
+    def close(self) -> None:
+        self.closed = True
+        self._inner.close()
+
+
+def _guarded(inner: pa.NativeFile, extents: _Extents, size: int) -> pa.NativeFile:
+    """``inner`` itself when every byte of the image was written, else a guarded file."""
+    if extents.holds(0, size):
+        return inner
+    return pa.PythonFile(cast(Any, _Guarded(inner, extents, size)), mode="r")
 
 
 def _check_bounds(size: int, start: int, length: int) -> None:
@@ -76,6 +193,7 @@ class _BytesImage:
     def __init__(self, data: bytes) -> None:
         self.size = len(data)
         self._held: tuple[bytes, int] = (data, pa.py_buffer(data).address)
+        self._extents = _Extents()
 
     def reader_source(self) -> bytes:
         return self._held[0]
@@ -88,9 +206,14 @@ class _BytesImage:
         # The bytes object is ours alone until the fill is done (see the module's note);
         # ctypes releases the GIL for the copy, and ``held`` keeps the bytes alive for it.
         ctypes.memmove(address + start, pa.py_buffer(data).address, len(data))
+        self._extents.add(start, start + len(data))
 
     def source(self) -> pa.NativeFile:
-        return pa.BufferReader(pa.py_buffer(self._held[0]))
+        held = self._held[0]
+        return _guarded(pa.BufferReader(pa.py_buffer(held)), self._extents, len(held))
+
+    def holds(self, start: int, end: int) -> bool:
+        return end <= self.size and self._extents.holds(start, end)
 
     def close(self) -> None:
         # Readers may still hold zero-copy views of the bytes; then they are freed with
@@ -106,6 +229,7 @@ class _FileBacked:
         self.size = size
         self._fd = fd
         self.path = path
+        self._extents = _Extents()
         try:
             os.ftruncate(fd, size)
         except OSError as e:
@@ -121,19 +245,23 @@ class _FileBacked:
 
     def write(self, start: int, data: memoryview) -> None:
         _check_bounds(self.size, start, len(data))
-        view = data
+        view, at = data, start
         try:
             while view:
-                written = os.pwrite(self._fd, view, start)
-                start += written
+                written = os.pwrite(self._fd, view, at)
+                at += written
                 view = view[written:]
         except OSError as e:
             self._fail(e)
+        self._extents.add(start, start + len(data))
 
     def source(self) -> pa.NativeFile:
         if self.size == 0:
             return pa.BufferReader(b"")
-        return pa.memory_map(self.path, "r")
+        return _guarded(pa.memory_map(self.path, "r"), self._extents, self.size)
+
+    def holds(self, start: int, end: int) -> bool:
+        return end <= self.size and self._extents.holds(start, end)
 
     def close(self) -> None:
         # A reader's memory map (zero-copy columns) outlives the descriptor on its own. As

@@ -11,8 +11,10 @@ is one range fetched straight into its place (:meth:`Layout.runs`).
 
 Nothing lost: before the file is written out, every copied chunk is walked page header
 by page header (:func:`check_chunks`); its pages must fill it exactly and hold as many
-values as its metadata says. Then the file is decoded once by polars' streaming reader,
-which keeps nothing but, per column, the number of values it decoded
+values as its metadata says, and (a column that is not repeated) as its row group has
+rows (checked when the layout is made: such a chunk is decoded instead). Then pyarrow
+opens the file's footer, and the file is decoded once by polars' streaming reader, which
+keeps nothing but, per column, the number of values it decoded
 (:func:`check_decodes`): a page that does not decompress or decode, or a column of another
 length than the file's rows, is an :class:`ObjectFormatError`, and nothing is written. So
 the file is decoded to be checked, never encoded again.
@@ -29,6 +31,7 @@ from typing import Any, cast
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from s3slice import _ranges
 from s3slice._errors import ObjectFormatError, contained
@@ -129,7 +132,12 @@ def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
             if cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None or (
                     cc.file_path is not None or cc.meta_data is None):
                 return None
-            source = chunk_range(md, g, i, footer=footer, uri=uri)
+            # A column that is not repeated holds one value a row: a chunk that says
+            # otherwise is decoded (and its rows counted), never copied as it is.
+            if leaves[i].repetition_type != thrift().FieldRepetitionType.REPEATED and (
+                    cc.meta_data.num_values != source_group.num_rows):
+                return None
+            source = chunk_range(md, g, i, footer=footer, uri=uri, exact=True)
             columns.append(_moved(cc, at - source[0], at))
             chunks.append(Chunk(source=source, at=at, num_values=cc.meta_data.num_values,
                                 column=names[i], row_group=g))
@@ -229,7 +237,15 @@ def check_chunks(layout: Layout, read: Callable[[int, int], bytes], uri: str) ->
 
 
 def check_decodes(path: str, layout: Layout, columns: Sequence[str], uri: str) -> None:
-    """The file at ``path`` decodes, and every column to ``layout.rows`` values."""
+    """The file at ``path`` opens in pyarrow too (its footer, as pyarrow's reader parses
+    it, declares ``layout.rows``), decodes, and every column to ``layout.rows`` values."""
+    try:
+        rows = pq.read_metadata(path).num_rows
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise ObjectFormatError(f"the copied file does not open: {e}", uri=uri) from e
+    if rows != layout.rows:
+        raise ObjectFormatError(f"the copied file declares {rows} rows, its row groups "
+                                f"{layout.rows}", uri=uri)
     counted = [(pl.col(c).is_null().sum() + pl.col(c).is_not_null().sum()).alias(c)
                for c in columns]
     with contained(lambda text: ObjectFormatError(

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 from s3slice._arrow import compatible, foreign_time_zones, int96_timestamps, to_polars
 from s3slice._errors import ObjectFormatError, first_line, is_native_panic
 from s3slice._model import ObjectRef
-from s3slice.fetch.image import Image
+from s3slice.fetch.image import Image, Unwritten
 from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.footer import FOOTER_TRAILER, INT96_UNIT, MAGIC, Footer, nested_columns
-from s3slice.parquet.plan import Plan
+from s3slice.parquet.plan import Plan, polars_range
 from s3slice.query.analysis import Analysis, collect
 
 logger = logging.getLogger("s3slice")
@@ -72,7 +72,8 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     exact96 = sorted(int96[1] & set(columns)) if int96 is not None else []
     # polars reads a struct column whole: one read in part is pyarrow's.
     polars_may = (whole or rows is not None) and not plan.fields and not exact96 and (
-        not foreign_time_zones(pa.schema([schema.field(c) for c in columns])))
+        not foreign_time_zones(pa.schema([schema.field(c) for c in columns]))) and (
+        polars_held(image, plan, groups))
     polars_rows: int | None = None  # what polars decoded, unfiltered, when it was tried
     # polars filters while decoding, uncounted: for a slice, only where the footer's
     # counts agree with each other.
@@ -91,6 +92,10 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
         # One row group at a time (as fast), so each one's rows are counted.
         pieces = [pf.read_row_group(g, columns=plan.read_columns, use_threads=True)
                   for g in groups]
+    except Unwritten as e:
+        raise ObjectFormatError(
+            f"corrupt Parquet metadata: pyarrow's reader reached {e}, outside the column "
+            "chunks' extents in the footer; nothing unfetched is decoded", uri=obj.uri) from e
     except (OSError, pa.ArrowException, ValueError) as e:
         raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
     wrong = next(((g, t.num_rows) for g, t in zip(groups, pieces, strict=True)
@@ -117,6 +122,20 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     # The row groups stay separate chunks: rechunking would copy the whole decoded table
     # once more, at twice its memory for a moment.
     return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"
+
+
+def polars_held(image: Image, plan: Plan, groups: Sequence[int]) -> bool:
+    """Whether ``image`` holds every byte polars' reader reads for the plan's columns in
+    ``groups`` (each leaf of each column: :func:`~s3slice.parquet.plan.polars_range`, which
+    a footer whose offsets disagree may put outside what pyarrow reads and the plan
+    fetched). polars reads a ``bytes`` image in place, unguarded: where it does not hold
+    them, polars is not used, and pyarrow's guarded read decodes or refuses."""
+    if image.holds(0, image.size):
+        return True
+    md = plan.footer.metadata
+    wanted = set(plan.columns)
+    leaves = [i for i, top in enumerate(plan.footer.leaf_tops) if top in wanted]
+    return all(image.holds(*polars_range(md, g, i)) for g in groups for i in leaves)
 
 
 def _slice_of(md: pq.FileMetaData, groups: Sequence[int],

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from s3slice._errors import ObjectFormatError
 from s3slice._ranges import Range
+from s3slice.parquet import crypto as _crypto
 
 MAGIC = b"PAR1"
 
@@ -216,6 +217,10 @@ def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> F
     if size < len(MAGIC) + FOOTER_TRAILER:
         raise ObjectFormatError(f"not a Parquet object: {size} bytes is too small"
                                 f"{NOT_PARQUET_HINT}", uri=uri)
+    if len(tail) >= FOOTER_TRAILER and tail[-4:] == _crypto.ENCRYPTED_FOOTER_MAGIC:
+        raise ObjectFormatError("an encrypted Parquet object (Parquet modular encryption, "
+                                "its footer encrypted: PARE magic): s3slice holds no keys "
+                                "and reads no encrypted object", uri=uri)
     if len(tail) < FOOTER_TRAILER or tail[-4:] != MAGIC:
         raise ObjectFormatError(f"not a Parquet object: no PAR1 magic at its end"
                                 f"{NOT_PARQUET_HINT}", uri=uri)
@@ -233,9 +238,21 @@ def parse_footer(tail: bytes, *, size: int, uri: str, keep_before: int = 0) -> F
         metadata = pq.read_metadata(pa.BufferReader(framed))
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ObjectFormatError(f"corrupt Parquet footer: {e}", uri=uri) from e
+    # Before anything asks pyarrow for a column chunk's metadata (an encrypted one aborts
+    # the process): the columns are named from the schema, which is never encrypted.
+    body = framed[len(MAGIC):-FOOTER_TRAILER]
+    if _crypto.may_be_encrypted(body, metadata.serialized_size):
+        _crypto.refuse_encrypted(body, lambda i: _leaf_path(metadata, i), uri)
     kept = min(keep_before, len(tail) - total)
     return Footer(metadata=metadata, size=size, length=total, raw=framed[len(MAGIC):],
                   before=bytes(tail[len(tail) - total - kept:len(tail) - total]))
+
+
+def _leaf_path(md: pq.FileMetaData, i: int) -> str:
+    try:
+        return str(md.schema.column(i).path)
+    except (IndexError, ValueError, pa.ArrowException):
+        return f"#{i}"
 
 
 def check_head(head: bytes | memoryview, uri: str, *, at: int = 0) -> None:

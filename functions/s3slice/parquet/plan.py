@@ -10,6 +10,7 @@ parallel parts. The plan knows ``needed_bytes`` before any data moves.
 from __future__ import annotations
 
 import dataclasses
+import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -153,10 +154,40 @@ def prune(md: pq.FileMetaData, predicate: P.Pred,
 # ------------------------------------------------------------------------------ ranges
 
 
+#: pyarrow reads up to this many bytes past each column chunk of a file written by
+#: parquet-mr before 1.2.9 (PARQUET-816: its sizes left out the dictionary page's header),
+#: which then belong to the chunk: the plan fetches them too, or the decoder would read
+#: bytes never fetched.
+PARQUET_816_PADDING = 100
+_PARQUET_816_FIXED = (1, 2, 9)
+_CREATED_BY = re.compile(r"^(.*?)\s+version\s*([^(]*)")
+
+
+def pads_chunks(footer: Footer) -> bool:
+    """Whether pyarrow reads :data:`PARQUET_816_PADDING` bytes past each chunk of this
+    object (its writer is parquet-mr before 1.2.9, as pyarrow parses ``created_by``; a
+    version it cannot parse counts as old: a few bytes more are fetched, never fewer)."""
+    pads = footer.memo.get("pads_chunks")
+    if pads is None:
+        m = _CREATED_BY.match((footer.metadata.created_by or "").strip().lower())
+        old = False
+        if m is not None and m.group(1).strip() == "parquet-mr":
+            numbers = [int(n) for n in re.findall(r"\d+", m.group(2))[:3]]
+            old = tuple(numbers + [0] * (3 - len(numbers))) < _PARQUET_816_FIXED
+        pads = footer.memo.setdefault("pads_chunks", old)
+    return bool(pads)
+
+
 def chunk_range(md: pq.FileMetaData, rg: int, column: int, *, footer: Footer,
-                uri: str) -> Range:
-    """Bytes of one column chunk, its dictionary page included (half-open)."""
-    col = md.row_group(rg).column(column)
+                uri: str, exact: bool = False) -> Range:
+    """Bytes of one column chunk, its dictionary page included (half-open), as pyarrow
+    reads them: with :data:`PARQUET_816_PADDING` more where it reads more (not when
+    ``exact``: the chunk's own bytes by its metadata)."""
+    return _extent(md.row_group(rg).column(column), rg, footer=footer, uri=uri, exact=exact)
+
+
+def _extent(col: pq.ColumnChunkMetaData, rg: int, *, footer: Footer, uri: str,
+            exact: bool = False) -> Range:
     start = col.data_page_offset
     dict_offset = col.dictionary_page_offset
     if col.has_dictionary_page and dict_offset is not None and 0 < dict_offset < start:
@@ -166,7 +197,20 @@ def chunk_range(md: pq.FileMetaData, rg: int, column: int, *, footer: Footer,
         raise ObjectFormatError(
             f"corrupt Parquet metadata: column {col.path_in_schema!r} of row group {rg} "
             f"spans bytes {start}-{end} outside the data (0-{footer.data_end})", uri=uri)
+    if not exact and pads_chunks(footer):
+        end = min(end + PARQUET_816_PADDING, footer.size)
     return (start, end)
+
+
+def polars_range(md: pq.FileMetaData, rg: int, column: int) -> Range:
+    """Bytes of one column chunk as polars' reader reads them: from the dictionary page's
+    offset whenever the footer sets one (pyarrow: only where it lies before the data
+    page), ``total_compressed_size`` long."""
+    col = md.row_group(rg).column(column)
+    start = col.dictionary_page_offset
+    if start is None:
+        start = col.data_page_offset
+    return (start, start + col.total_compressed_size)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -181,6 +225,8 @@ class Plan:
     #: Struct columns read only in part: each with the dotted fields it needs (``b`` →
     #: ``("b.c",)``); the chunks of its other fields are never fetched.
     fields: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    #: Per kept row group, what its needed chunks decode to, at least (:func:`decoded_size`).
+    decoded: dict[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def read_columns(self) -> list[str]:
@@ -208,6 +254,8 @@ class Plan:
         kept = tuple(g for g in self.row_groups if g in chosen)
         return dataclasses.replace(self, row_groups=kept,
                                    chunks={g: self.chunks[g] for g in kept},
+                                   decoded={g: self.decoded[g] for g in kept
+                                            if g in self.decoded},
                                    needed_bytes=sum(self.group_bytes(g) for g in kept))
 
 
@@ -254,15 +302,49 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
                      if _needed(path, tops[i], wanted, parts_of, reads)}
     kept = prune(md, predicate, stats_types(footer))
     chunks: dict[int, tuple[Range, ...]] = {}
+    decoded: dict[int, int] = {}
+    ordered = sorted(needed_leaves)
     for g in kept:
         rg = md.row_group(g)
-        chunks[g] = tuple(
-            chunk_range(md, g, i, footer=footer, uri=uri) for i in range(rg.num_columns)
-            if i in needed_leaves)
+        cols = [(i, rg.column(i)) for i in ordered if i < rg.num_columns]
+        chunks[g] = tuple(_extent(col, g, footer=footer, uri=uri) for _, col in cols)
+        decoded[g] = sum(_decoded(md, col, i) for i, col in cols)
     needed = sum(_ranges.total(r) for r in chunks.values())
     return Plan(footer=footer, row_groups=tuple(kept),
                 columns=tuple(c for c in names if c in wanted), chunks=chunks,
-                needed_bytes=needed, fields=parts_of)
+                needed_bytes=needed, fields=parts_of, decoded=decoded)
+
+
+#: Bytes a decoded value of each physical type takes, at least (a string: its offset).
+_WIDTH = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8,
+          "BYTE_ARRAY": 8}
+
+
+def decoded_size(md: pq.FileMetaData, rg: int, column: int) -> int:
+    """What one column chunk decodes to, at least, by its footer: its pages' uncompressed
+    size, and its values at their type's width (run-length and dictionary encodings hold
+    many values in few bytes: a chunk of a billion nulls is a few bytes). A dictionary-
+    encoded string is at least as long as the shorter of its statistics' bounds (a single
+    long value repeated holds a few bytes of indexes). Compression bombs and such chunks
+    are judged by it before any byte is decoded."""
+    return _decoded(md, md.row_group(rg).column(column), column)
+
+
+def _decoded(md: pq.FileMetaData, col: pq.ColumnChunkMetaData, column: int) -> int:
+    physical = col.physical_type
+    width = (md.schema.column(column).length or 1 if physical == "FIXED_LEN_BYTE_ARRAY"
+             else _WIDTH.get(physical, 8))
+    values = max(0, col.num_values)
+    size = max(col.total_uncompressed_size, values * width)
+    if physical == "BYTE_ARRAY" and col.has_dictionary_page:
+        s = col.statistics
+        try:
+            lo, hi = (s.min_raw, s.max_raw) if s is not None and s.has_min_max else (None, None)
+            if isinstance(lo, bytes | str) and isinstance(hi, bytes | str):
+                size = max(size, values * (width + min(len(lo), len(hi))))
+        except (ValueError, TypeError, pa.ArrowException):
+            pass
+    return size
 
 
 def _struct_parts(leaves: Sequence[str], fields: Mapping[str, Iterable[str]]

@@ -17,6 +17,7 @@ from s3slice._arrow import compatible, foreign_time_zones, to_polars
 from s3slice._errors import ObjectFormatError
 from s3slice._model import ObjectRef
 from s3slice._read import Copied, Io, ObjectResult, Timings
+from s3slice._settings import Settings
 from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.parquet import bloom as _bloom
 from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy_layout
@@ -66,6 +67,33 @@ def _opaque(pred: P.Pred, columns: AbstractSet[str]) -> P.Pred:
         case P.Not(item=item):
             return P.Not(_opaque(item, columns))
     return pred
+
+
+#: The share of the function's memory one row group may decode to (that of the default
+#: memory budget): beyond it, the decode and what the answer holds meanwhile would not fit.
+DECODE_SHARE = 0.6
+
+
+def decode_limit(s: Settings) -> int:
+    """The most one row group may decode to: the memory budget, or, where a smaller budget
+    is set (to bound what is fetched and held at once), :data:`DECODE_SHARE` of the
+    function's memory, which is what the process dies of."""
+    return max(s.memory_budget_bytes, int(s.memory_mb * DECODE_SHARE) << 20)
+
+
+def check_decoded(plan: Plan, budget: int, uri: str) -> None:
+    """Every kept row group's needed chunks decode within ``budget`` (by the footer's
+    figures, :func:`~s3slice.parquet.plan.decoded_size`): a row group is the least a
+    decoder decodes at once, so one that does not fit is refused, naming it, before any
+    byte of it is fetched, rather than let the process die of its memory."""
+    for g in plan.row_groups:
+        size = plan.decoded.get(g, 0)
+        if size > budget:
+            raise ObjectFormatError(
+                f"row group {g} decodes to {size:,} bytes or more (columns "
+                f"{', '.join(map(repr, plan.columns))}, by its footer), more than the memory "
+                f"budget of {budget:,} bytes: a row group is decoded whole; a larger "
+                "memory size (memory_mb) or fewer columns may read it", uri=uri)
 
 
 class ParquetReader:
@@ -187,6 +215,7 @@ class ParquetReader:
         bloom = None
         if footing.whole is None:
             plan, bloom = self._bloom_prune(obj, footer, plan, predicate, footing.etag)
+        check_decoded(plan, decode_limit(self.io.settings), obj.uri)
         job = Job(obj=obj, footer=footer, plan=plan, etag=footing.etag, analysis=analysis,
                   timings=timings, whole=footing.whole, sink=sink)
         strategy = choose(job, self.io.settings)
