@@ -77,12 +77,15 @@ def compatible(schema: pa.Schema) -> pa.Schema:
 
 
 def to_polars(table: pa.Table) -> pl.DataFrame:
-    """``table`` as a polars frame without copying its chunks, time zones made compatible."""
+    """``table`` as a polars frame without copying its chunks, time zones made compatible
+    and every column keeping its name (``''`` too)."""
     target = compatible(table.schema)
     if target != table.schema:
         table = table.cast(target)
     frame = pl.from_arrow(table, rechunk=False)
     assert isinstance(frame, pl.DataFrame)
+    if frame.columns != table.column_names:  # polars names a column called '' column_0
+        frame.columns = table.column_names
     return frame
 
 
