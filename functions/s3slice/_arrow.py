@@ -38,8 +38,36 @@ def foreign_time_zones(schema: pa.Schema) -> list[str]:
             if pa.types.is_timestamp(f.type) and f.type.tz and not polars_knows(f.type.tz)]
 
 
+def plain(typ: pa.DataType) -> pa.DataType:
+    """``typ`` with each dictionary type, at any depth, its value type: a dictionary is an
+    encoding, not a type (polars would make a dictionary of strings a ``Categorical``,
+    which string functions, ``LIKE`` and comparisons with text refuse)."""
+    t: Any = typ
+    if pa.types.is_dictionary(t):
+        return plain(cast(pa.DataType, t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(plain(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return cast(pa.DataType, cast(Any, pa.map_)(
+            t.key_field.with_type(plain(t.key_type)),
+            t.item_field.with_type(plain(t.item_type)), keys_sorted=t.keys_sorted))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(plain(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(plain(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return cast(pa.DataType, pa.list_(t.value_field.with_type(plain(t.value_type)),
+                                          t.list_size))
+    return typ
+
+
 def compatible(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with each column of :func:`foreign_time_zones` in UTC instead."""
+    """``schema`` with each dictionary type its value type (:func:`plain`) and each column
+    of :func:`foreign_time_zones` in UTC instead."""
+    for i, field in enumerate(schema):
+        typ = plain(field.type)
+        if typ != field.type:
+            schema = schema.set(i, field.with_type(typ))
     for name in foreign_time_zones(schema):
         i = schema.get_field_index(name)
         typ = schema.field(i).type
@@ -49,12 +77,15 @@ def compatible(schema: pa.Schema) -> pa.Schema:
 
 
 def to_polars(table: pa.Table) -> pl.DataFrame:
-    """``table`` as a polars frame without copying its chunks, time zones made compatible."""
+    """``table`` as a polars frame without copying its chunks, time zones made compatible
+    and every column keeping its name (``''`` too)."""
     target = compatible(table.schema)
     if target != table.schema:
         table = table.cast(target)
     frame = pl.from_arrow(table, rechunk=False)
     assert isinstance(frame, pl.DataFrame)
+    if frame.columns != table.column_names:  # polars names a column called '' column_0
+        frame.columns = table.column_names
     return frame
 
 

@@ -217,14 +217,14 @@ def _parse_sources(raw: object) -> tuple[SourceSpec | TableSource, ...]:
 def _parse_columns(raw: object) -> tuple[str, ...] | None:
     if raw is None:
         return None
-    if isinstance(raw, str):
-        raw = [c.strip() for c in raw.split(",")]
+    listed = not isinstance(raw, str)  # a list may name a column '', as Parquet allows
+    raw = [c.strip() for c in raw.split(",")] if isinstance(raw, str) else raw
     if not isinstance(raw, Sequence) or isinstance(raw, bytes | bytearray):
         raise RequestError(f"expected a list of column names, got {type(raw).__name__}",
                            field="columns")
     names: list[str] = []
     for i, c in enumerate(raw):
-        if not isinstance(c, str) or not c:
+        if not isinstance(c, str) or not (c or listed):
             raise RequestError(f"expected a non-empty string, got {c!r}", field=f"columns[{i}]")
         names.append(c)
     if not names:

@@ -265,17 +265,20 @@ def test_only_a_constant_reaches_the_statistics_sql(text: str, constant: bool) -
         assert not P.may_match(P.Cmp("x", "=", 5, "5"), stats)
 
 
-def test_a_column_polars_cannot_type_leaves_the_others_pruned() -> None:
-    """One column of a type polars has no equivalent for (a dictionary of strings is a
-    categorical, whose order is not judged) prunes nothing; the others still do."""
+def test_a_dictionary_of_strings_prunes_as_strings() -> None:
+    """A dictionary of strings is read as strings (never a categorical, whose order is not
+    the strings'), so its statistics judge a string constant as a string column's do."""
     table = pa.table({"i": pa.array(range(20), pa.int64()),
-                      "c": pa.array([str(i % 3) for i in range(20)]).dictionary_encode()})
+                      "c": pa.array([str(i // 5) for i in range(20)]).dictionary_encode()})
     raw = written(table, 5)
     footer = parse_footer(raw, size=len(raw), uri="u")
+    assert stats_types(footer)["c"] == pl.String
     assert prune(footer.metadata, analyze(Query(filter="i >= 15")).predicate,
                  stats_types(footer)) == [3]
     assert prune(footer.metadata, analyze(Query(filter="c = 'zz'")).predicate,
-                 stats_types(footer)) == [0, 1, 2, 3]
+                 stats_types(footer)) == []
+    assert prune(footer.metadata, analyze(Query(filter="c >= '2'")).predicate,
+                 stats_types(footer)) == [2, 3]
 
 
 @pytest.mark.parametrize("values", [[19737, 19738], [dt.date(2024, 1, 15), dt.date(2024, 1, 16)]],

@@ -8,11 +8,12 @@ honest stats; :func:`s3slice._output.run` also writes the outputs and builds the
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
@@ -52,10 +53,23 @@ from s3slice.parquet.reader import ParquetReader
 from s3slice.query.analysis import Analysis, collect
 from s3slice.query.analyzer import analyze, split_for
 from s3slice.query.split_plan import Split, partial_step, used_split
+from s3slice.query.sql_errors import sum_overflow
 from s3slice.text.formats import input_for_key
 from s3slice.text.reader import TextReader
 
 logger = logging.getLogger("s3slice")
+
+
+@contextlib.contextmanager
+def _sums_named(analysis: Analysis) -> Iterator[None]:
+    """polars' decimal-sum overflow named by the query's sums (:func:`sum_overflow`)."""
+    try:
+        yield
+    except QueryError as e:
+        named = sum_overflow(analysis.query.sql, str(e))
+        if named is None:
+            raise
+        raise QueryError(named) from e
 
 
 def _compatible(a: pl.DataType, b: pl.DataType) -> bool:
@@ -164,7 +178,7 @@ class Engine:
         results = read_all(work, one, functools.partial(_map, self.bind),
                            functools.partial(_column_types, self, request.input))
         self.deadline()
-        with timings.phase("execute"), contained(
+        with timings.phase("execute"), _sums_named(analysis), contained(
                 lambda text: QueryError(f"polars failed running the query: {text}"),
                 native=(pl.exceptions.PolarsError,)):
             per_object = None

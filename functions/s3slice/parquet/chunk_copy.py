@@ -5,9 +5,10 @@ job costs its bytes, not its values.
 
 Only what can be copied exactly is: a flat schema (every column a top-level leaf), no
 encryption, and (checked by the caller) a query with no row filter, limit, path or
-partition column. The file's chunks keep their own offsets' order: a run of chunks that
-lie next to each other in the source lies next to each other in the output, so each run
-is one range fetched straight into its place (:meth:`Layout.runs`).
+partition column. The output's columns are in the request's order (its schema and each
+row group's list of chunks), but the chunks' bytes keep their own offsets' order: a run of
+chunks that lie next to each other in the source lies next to each other in the output,
+so each run is one range fetched straight into its place (:meth:`Layout.runs`).
 
 Nothing lost: before the file is written out, every copied chunk is walked page header
 by page header (:func:`check_chunks`); its pages must fill it exactly and hold as many
@@ -34,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3slice import _ranges
+from s3slice._arrow import plain
 from s3slice._errors import ObjectFormatError, contained
 from s3slice._ranges import Range
 from s3slice._settings import Settings
@@ -104,9 +106,11 @@ class Layout:
         return place
 
 
-def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
-    """The output of ``plan``'s columns and row groups copied as they are; None when the
-    object cannot be copied exactly (nested or repeated columns, encryption)."""
+def copy_layout(footer: Footer, plan: Plan, uri: str,
+                order: Sequence[str] | None = None) -> Layout | None:
+    """The output of ``plan``'s columns and row groups copied as they are, its columns in
+    ``order`` (the request's; the plan's, in the file's order, when not given); None when
+    the object cannot be copied exactly (nested or repeated columns, encryption)."""
     fmd = thrift_metadata(footer, uri)
     if fmd.encryption_algorithm is not None or not plan.columns or not plan.row_groups:
         return None
@@ -116,8 +120,11 @@ def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
     names = [e.name for e in leaves]
     if len(set(names)) != len(names) or plan.fields:
         return None
-    wanted = set(plan.columns)
-    chosen = [i for i, name in enumerate(names) if name in wanted]
+    if order is None or sorted(order) != sorted(plan.columns):
+        order = plan.columns
+    # The output's schema (and each row group's list of chunks) in the requested order;
+    # the chunks' bytes stay in the file's order, so that neighbours stay runs.
+    chosen = [names.index(c) for c in order]
     if any(leaves[i].type == thrift().Type.INT96 for i in chosen):
         return None  # decoded instead, exactly (decode.int96_metadata), or refused typed
     md = footer.metadata
@@ -126,8 +133,8 @@ def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
     at = len(MAGIC)
     for k, g in enumerate(plan.row_groups):
         source_group = fmd.row_groups[g]
-        columns = []
-        for i in chosen:
+        placed: dict[int, Any] = {}
+        for i in sorted(chosen):
             cc = source_group.columns[i]
             if cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None or (
                     cc.file_path is not None or cc.meta_data is None):
@@ -138,15 +145,16 @@ def copy_layout(footer: Footer, plan: Plan, uri: str) -> Layout | None:
                     cc.meta_data.num_values != source_group.num_rows):
                 return None
             source = chunk_range(md, g, i, footer=footer, uri=uri, exact=True)
-            columns.append(_moved(cc, at - source[0], at))
+            placed[i] = _moved(cc, at - source[0], at)
             chunks.append(Chunk(source=source, at=at, num_values=cc.meta_data.num_values,
                                 column=names[i], row_group=g))
             at += source[1] - source[0]
+        columns = [placed[i] for i in chosen]
         groups.append(thrift().RowGroup(
             columns=columns, num_rows=source_group.num_rows, ordinal=k,
             total_byte_size=sum(c.meta_data.total_uncompressed_size for c in columns),
             total_compressed_size=sum(c.meta_data.total_compressed_size for c in columns),
-            file_offset=columns[0].file_offset))
+            file_offset=min(c.file_offset for c in columns)))
     root = copy.copy(fmd.schema[0])
     root.num_children = len(chosen)
     new = thrift().FileMetaData(
@@ -180,8 +188,9 @@ def _moved(cc: Any, delta: int, at: int) -> Any:
 
 
 def _key_values(items: Sequence[Any] | None, columns: list[str]) -> list[Any] | None:
-    """The file's key-value metadata, its Arrow schema cut to ``columns`` (dropped when it
-    cannot be read; a reader then types the columns from the Parquet schema alone)."""
+    """The file's key-value metadata, its Arrow schema cut to ``columns``, in their order,
+    each dictionary type its value type (dropped when it cannot be read; a reader then
+    types the columns from the Parquet schema alone)."""
     if items is None:
         return None
     out = []
@@ -189,7 +198,9 @@ def _key_values(items: Sequence[Any] | None, columns: list[str]) -> list[Any] | 
         if kv.key == ARROW_SCHEMA:
             try:
                 schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(kv.value)))
-                cut = pa.schema([schema.field(c) for c in columns],
+                # A dictionary is typed as its values, as the decoded answers are.
+                cut = pa.schema([schema.field(c).with_type(plain(schema.field(c).type))
+                                 for c in columns],
                                 metadata=cast(Any, schema.metadata))
                 value = base64.b64encode(cut.serialize().to_pybytes()).decode()
             except (ValueError, KeyError, pa.ArrowException):

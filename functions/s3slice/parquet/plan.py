@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import struct
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -291,9 +292,15 @@ def plan_parquet(footer: Footer, *, columns: Sequence[str], predicate: P.Pred,
     column in ``fields``, only the leaves under those dotted fields (``b.c``)."""
     md = footer.metadata
     names = footer.schema_names
+    repeated = {n: k for n, k in Counter(names).items() if k > 1}
     if not columns and names:
-        columns = [cheapest_column(md, names)]
+        columns = [cheapest_column(md, [n for n in names if n not in repeated] or names)]
     wanted = set(columns)
+    for name in sorted(wanted & repeated.keys()):
+        raise ObjectFormatError(
+            f"the object's schema names {repeated[name]} columns {name!r}: pyarrow and polars "
+            "refuse to read such a column, and no name tells them apart (the object's other "
+            "columns can be read)", uri=uri)
     leaves = [md.schema.column(i).path for i in range(md.num_columns)]
     parts_of = _struct_parts(leaves, {c: f for c, f in (fields or {}).items() if c in wanted})
     reads = {f for c in names if c in wanted for f in parts_of.get(c, (c,))}

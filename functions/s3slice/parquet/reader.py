@@ -153,7 +153,7 @@ class ParquetReader:
             if foreign_time_zones(pa.schema([footer.arrow_schema.field(c)
                                              for c in plan.columns])):
                 return None
-            layout = copy_layout(footer, plan, obj.uri)
+            layout = copy_layout(footer, plan, obj.uri, order=analysis.columns)
         if layout is None or (codec is not None and layout.codecs != {codec}) or (
                 layout.size > s.tmp_free_bytes() * 0.9):
             return None

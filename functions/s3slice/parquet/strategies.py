@@ -14,6 +14,7 @@ chooses its download outputs by an ``is_compatible`` chain.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from s3slice import _ranges
 from s3slice._arrow import to_polars
-from s3slice._errors import ObjectError
+from s3slice._errors import ObjectError, first_line, is_native_panic
 from s3slice._model import ObjectRef
 from s3slice._read import Io, Timings
 from s3slice._settings import Settings
@@ -35,6 +36,7 @@ from s3slice.parquet.plan import Plan
 from s3slice.parquet.read_ahead import ReadAhead, fetch_groups, windows
 from s3slice.query.analysis import Analysis, collect
 
+logger = logging.getLogger("s3slice")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Job:
@@ -93,6 +95,19 @@ def fetch_metadata(io: Io, obj: ObjectRef, footer: Footer, ranges: Sequence[_ran
     wanted = _ranges.coalesce(ranges, max(io.settings.max_gap, _pages.INDEX_GAP))
     io.fetch(obj, *_head(_ranges.subtract(wanted, footer.before_range), held.write, obj, etag))
     return held
+
+
+def _hands_off(io: Io, job: Job) -> bool:
+    """Whether polars' reader takes the read (:func:`.handoff.applies`); not when polars
+    refuses a footer pyarrow read (a repeated name): the ranged read then answers."""
+    try:
+        return _handoff.applies(io.settings, job.footer, job.plan, job.analysis, job.obj.uri)
+    except BaseException as e:
+        if not (isinstance(e, Exception) or is_native_panic(e)):
+            raise
+        logger.info("polars refuses the footer; s3slice reads the object itself",
+                    extra={"uri": job.obj.uri, "error": first_line(e)})
+        return False
 
 
 def _decode_plan(job: Job, image: Image | None, settings: Settings, *,
@@ -229,8 +244,7 @@ class Ranges(Strategy):
         exactly what it would fetch (:mod:`.handoff`); None when they are not, or polars
         failed (the ranged read then does it). ``strategy_inputs.transport`` says which."""
         location = io.fetcher.polars_location(job.obj)
-        if job.etag is None or location is None or not _handoff.applies(
-                io.settings, job.footer, job.plan, job.analysis, job.obj.uri):
+        if job.etag is None or location is None or not _hands_off(io, job):
             return None
         with job.timings.phase("execute"):
             frame = _handoff.read(io, job.obj, job.plan, job.analysis, job.etag, location)

@@ -14,6 +14,7 @@ import functools
 from s3slice._errors import FilterSyntaxError, QueryError, plain
 from s3slice._model import Query
 from s3slice.query.analysis import SOURCE_TABLE, Analysis, reads_the_clock
+from s3slice.query.depth import check_depth, too_deep
 from s3slice.query.plain_filter import analyze_plain_filter
 from s3slice.query.polars_sql import check_text
 from s3slice.query.split_plan import Split, combines_rows
@@ -26,7 +27,11 @@ def analyze(query: Query) -> Analysis:
     """Parse and check a query. Raises a :class:`QueryError` naming what is wrong.
 
     An equal query's analysis is reused (the same object; it is immutable), unless the
-    query calls ``UTCNOW()``, whose value is fixed at analysis."""
+    query calls ``UTCNOW()``, whose value is fixed at analysis. A text nested deeper
+    than :data:`~s3slice.query.depth.MAX_DEPTH` is refused before any parser sees it."""
+    for field, text in (("sql", query.sql), ("filter", query.filter)):
+        if text is not None:
+            check_depth(text, field)
     if any(reads_the_clock(text) for text in (query.sql, query.filter) if text is not None):
         return _analyze(query)
     try:
@@ -42,6 +47,13 @@ def _cached(query: Query) -> Analysis:
 
 
 def _analyze(query: Query) -> Analysis:
+    try:
+        return _parsed(query)
+    except RecursionError as e:  # a construct the depth check does not count
+        raise too_deep("sql" if query.sql is not None else "filter") from e
+
+
+def _parsed(query: Query) -> Analysis:
     found = analyze_plain_filter(query)
     if found is not None:
         return found
@@ -64,10 +76,13 @@ def split_for(analysis: Analysis) -> Split | None:
     if not combines_rows(analysis):
         return None
     from s3slice.query.split import split_query  # only when needed
-    if analysis.sql is not None:
-        split = split_query(analysis.sql)
-    else:
-        split = split_query(f"SELECT * FROM {SOURCE_TABLE} LIMIT {analysis.query.limit}")
+    try:
+        if analysis.sql is not None:
+            split = split_query(analysis.sql)
+        else:
+            split = split_query(f"SELECT * FROM {SOURCE_TABLE} LIMIT {analysis.query.limit}")
+    except RecursionError as e:
+        raise too_deep("sql") from e
     if split is not None:  # refused now, before any byte is read, not when the plans run
         for text in (split.partial_sql, split.final_sql):
             check_text(text, field="sql")

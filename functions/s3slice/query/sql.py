@@ -11,6 +11,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
 from s3slice.query.analysis import SOURCE_TABLE
+from s3slice.query.depth import check_depth, too_deep
 from s3slice.query.dialect import S3SelectDialect
 from s3slice.query.polars_sql import FILE_FUNCTION_PREFIXES
 from s3slice.query.split_sql import polars_name
@@ -32,12 +33,16 @@ def parse_error(e: ParseError | TokenError, text: str = "") -> str:
 
 
 def parse(text: str, field: str) -> exp.Expr:
-    """The one statement of ``text``, in the S3 Select dialect."""
+    """The one statement of ``text``, in the S3 Select dialect (refused, typed, when it nests
+    deeper than :data:`~s3slice.query.depth.MAX_DEPTH`)."""
+    check_depth(text, field)
     try:
         parsed = sqlglot.parse(text, read=S3SelectDialect)
     except (ParseError, TokenError) as e:
         raise FilterSyntaxError(f"{field}: cannot parse {text!r}: {parse_error(e, text)}"
                                 ) from e
+    except RecursionError as e:
+        raise too_deep(field) from e
     statements = [s for s in parsed if s is not None]
     if len(statements) != 1:
         raise FilterSyntaxError(f"{field}: expected one expression, found {len(statements)}")

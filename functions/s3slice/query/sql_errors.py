@@ -70,3 +70,32 @@ def _unbalanced(text: str, quote: str) -> bool:
         elif ch == inside:
             inside = None
     return inside == quote
+
+
+#: polars' error when a running sum of a decimal column leaves its 128-bit integer.
+DECIMAL_OVERFLOW = "overflow in decimal addition"
+
+
+def sum_overflow(sql: str | None, error: str) -> str | None:
+    """The message for polars' decimal-sum overflow (``error``), naming the query's sums by
+    their arguments as the query writes them (``SUM(amount)``), never a column polars made
+    up for a partial; None when ``error`` is another."""
+    if DECIMAL_OVERFLOW not in error:
+        return None
+    sums: list[str] = []
+    if sql is not None:
+        import sqlglot  # only on this error's path
+        from sqlglot import exp
+
+        try:
+            tree = sqlglot.parse_one(sql)
+        except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, RecursionError):
+            tree = None
+        for node in tree.find_all(exp.Sum, exp.Avg) if tree is not None else ():
+            text = f"{type(node).__name__.upper()}({node.this.sql()})"
+            if text not in sums:
+                sums.append(text)
+    named = ", ".join(sums) if sums else "a SUM of a decimal column"
+    return (f"{named}: a sum of a decimal column left the 38 digits decimal(38, s) holds "
+            "(polars adds decimals exactly, in 128 bits, and refuses rather than wrap); "
+            "SUM(CAST(x AS DOUBLE)) answers approximately")
