@@ -62,20 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", type=int, default=None, help="one case seed, in full")
     parser.add_argument("--no-s3", action="store_true", help="the local engine only")
     parser.add_argument("--spark", action="store_true", help="Spark writes some tables")
+    parser.add_argument("--only", choices=["local", "s3"], default=None,
+                        help="the engine's local paths or the handler's S3 paths alone")
     args = parser.parse_args(argv)
     seed = secrets.randbits(32) if args.seed is None else args.seed
     current = Path(tempfile.gettempdir()) / f"s3slice-fuzz-{os.getpid()}.case"
     with contextlib.ExitStack() as stack:
-        client = None if args.no_s3 else stack.enter_context(s3_server())
-        runner = Runner(s3_client=client, spark=args.spark)
+        client = None if args.no_s3 or args.only == "local" else stack.enter_context(
+            s3_server())
+        runner = Runner(s3_client=client, spark=args.spark, only=args.only)
+        replay = REPLAY + (f" --only {args.only}" if args.only else "") + (
+            " --spark" if args.spark else "")
         if args.replay is not None:
             case = runner.run(args.replay)
-            print(case.report(REPLAY))
+            print(case.report(replay))
             if case.query is not None:
                 print(f"  request: {case.query.request}\n  reference SQL: {case.query.sql}")
             return 0 if case.outcome in ("equal", "refused", "skipped") else 1
         print(f"fuzz: run seed {seed} (python -m tests.fuzz --seed {seed}); each case's "
               f"seed is written to {current} before it runs", flush=True)
+        if runner.spark is not None:  # the JVM's start (a minute or more) is no case's
+            with contextlib.suppress(Exception):
+                runner.spark.session()
         signal.signal(signal.SIGALRM, _hang)
         tally, deadline = Tally(), time.monotonic() + args.seconds
         for case_seed in case_seeds(seed):
@@ -90,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 signal.alarm(0)
             tally.add(case)
             if case in tally.findings:
-                print(case.report(REPLAY), flush=True)
+                print(case.report(replay), flush=True)
         current.unlink(missing_ok=True)
     print(f"fuzz: run seed {seed}: {tally.summary()}")
     return 1 if tally.counts["different"] or tally.counts["crash"] else 0

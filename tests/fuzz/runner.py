@@ -86,8 +86,10 @@ class Tally:
 class Runner:
     """Cases from seeds; ``s3_client`` (an S3 server's, or None) for the handler's paths."""
 
-    def __init__(self, *, s3_client: Any = None, spark: bool = False) -> None:
-        self.s3_client = s3_client
+    def __init__(self, *, s3_client: Any = None, spark: bool = False,
+                 only: str | None = None) -> None:
+        """``only``: ``"local"`` or ``"s3"`` paths alone (a replay names the same)."""
+        self.s3_client, self.only = s3_client, only
         self.spark = writers.SparkWriter() if spark and writers.SparkWriter.available() else None
 
     def writer(self, rng: random.Random) -> str:
@@ -123,7 +125,10 @@ class Runner:
         except references.ReferenceError_ as e:
             case.outcome, case.detail = "skipped", f"unreadable by the references: {e}"[:300]
             return
-        on_s3 = self.s3_client is not None and rng.random() < S3_SHARE
+        draw = rng.random()  # drawn always: a case replays with or without a server
+        on_s3 = self.s3_client is not None and draw < S3_SHARE
+        if self.only is not None:
+            on_s3 = self.only == "s3"
         case.path = rng.choice(list(service.S3 if on_s3 else service.LOCAL))
         query = queries.Generator(rng, frame).query()
         if case.path == "s3-copy":  # no row filter: the column chunks are copied

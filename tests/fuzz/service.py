@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from s3slice import Engine, FooterCache, LocalFetcher, Settings
+from s3slice import Engine, FooterCache, LocalFetcher, ObjectRef, Settings, parse_request
 from tests.support import read_request
 
 BUCKET, RESULTS = "fuzz-data", "fuzz-results"
@@ -22,6 +22,7 @@ BUCKET, RESULTS = "fuzz-data", "fuzz-results"
 #: Local engine paths: settings of each.
 LOCAL: dict[str, dict[str, Any]] = {
     "auto": {},
+    "single": {},  # the object's size given: one GET of a small object
     "auto-ranged": {"small_object_size": 0, "footer_size": 1024},
     "ranges": {"strategy": "ranges", "small_object_size": 0, "footer_size": 256},
     "pages": {"strategy": "ranges", "small_object_size": 0, "page_index_ratio": 1.0},
@@ -34,7 +35,7 @@ S3: dict[str, dict[str, str]] = {
     "s3-handoff": _RANGED,
     "s3-copy": _RANGED,
     "s3-ranges": {**_RANGED, "S3SLICE_STRATEGY": "ranges"},
-    "s3-single": {},
+    "s3-auto": {},
 }
 
 
@@ -48,8 +49,12 @@ def local_answer(path: Path, request: dict[str, Any], config: str) -> Answer:
     root = path.parent.parent
     engine = Engine(Settings(memory_mb=2048, **LOCAL[config]), fetcher=LocalFetcher(root),
                     footer_cache=FooterCache(0))
-    result = read_request(engine, {"source": f"s3://{path.parent.name}/{path.name}",
-                                   **request})
+    typed = parse_request({"source": f"s3://{path.parent.name}/{path.name}", **request})
+    if config == "single":
+        typed = dataclasses.replace(typed, sources=tuple(
+            ObjectRef(bucket=o.bucket, key=o.key, size=path.stat().st_size)
+            for o in typed.sources))
+    result = read_request(engine, typed)
     stats = result.stats
     return Answer(result.frame, _reached(stats.strategy, stats.strategy_inputs))
 

@@ -161,7 +161,10 @@ class SparkWriter:
         return self._session
 
     def __call__(self, table: pa.Table, rng: random.Random, path: Path) -> dict[str, Any]:
-        spark = self.session()
+        try:
+            spark = self.session()
+        except Exception as e:  # noqa: BLE001 - no JVM here: Spark writes nothing
+            raise Unwritable(f"spark: cannot start: {type(e).__name__}: {e}") from e
         opts = {"spark.sql.parquet.outputTimestampType": rng.choice(
                     ["INT96", "INT96", "TIMESTAMP_MICROS", "TIMESTAMP_MILLIS"]),
                 "spark.sql.parquet.writeLegacyFormat": rng.choice(["true", "false"]),
