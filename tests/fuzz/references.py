@@ -17,10 +17,14 @@ def decoded(path: Path) -> pl.DataFrame:
     """The whole file as polars reads it, or as pyarrow does where polars cannot."""
     try:
         return pl.read_parquet(path)
-    except Exception as first:  # noqa: BLE001 - any reader failure: try the other reader
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as first:  # noqa: BLE001 - any failure (a panic too): the other reader
         try:
             frame = pl.from_arrow(pq.read_table(path))
-        except Exception as e:  # noqa: BLE001
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001
             raise ReferenceError_(f"neither polars ({first}) nor pyarrow ({e}) reads it") from e
         assert isinstance(frame, pl.DataFrame)
         return frame
@@ -29,7 +33,9 @@ def decoded(path: Path) -> pl.DataFrame:
 def polars_answer(frame: pl.DataFrame, sql: str) -> pl.DataFrame:
     try:
         return pl.SQLContext(frames={"s3object": frame}).execute(sql, eager=True)
-    except Exception as e:  # noqa: BLE001 - polars refuses the query: no reference
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - polars refuses (or panics on) the query
         raise ReferenceError_(f"polars: {type(e).__name__}: {str(e)[:300]}") from e
 
 

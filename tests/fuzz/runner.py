@@ -104,14 +104,23 @@ class Runner:
             file = Path(tmp) / service.BUCKET / f"f{seed}.parquet"
             try:
                 self._run(case, rng, file)
-            except Exception as e:  # noqa: BLE001 - the harness's own failure is a finding too
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # noqa: BLE001 - a harness failure (a panic) is counted
                 case.outcome, case.detail = "crash", (
                     f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}")
         return case
 
     def _run(self, case: Case, rng: random.Random, file: Path) -> None:
+        draw = rng.random()  # drawn always: a case replays with or without a server
+        on_s3 = self.s3_client is not None and draw < S3_SHARE
+        if self.only is not None:
+            on_s3 = self.only == "s3"
+        case.path = rng.choice(list(service.S3 if on_s3 else service.LOCAL))
         case.writer = self.writer(rng)
-        table = tables.random_table(rng, nested=case.writer in ("pyarrow", "polars", "duckdb"))
+        # A copy is planned only where the footer is small beside the chunks copied.
+        table = tables.random_table(rng, nested=case.writer in ("pyarrow", "polars", "duckdb"),
+                                    min_rows=20_000 if case.path == "s3-copy" else 0)
         case.table = table
         write = self.spark if case.writer == "spark" else writers.WRITERS[case.writer]
         assert write is not None
@@ -125,11 +134,6 @@ class Runner:
         except references.ReferenceError_ as e:
             case.outcome, case.detail = "skipped", f"unreadable by the references: {e}"[:300]
             return
-        draw = rng.random()  # drawn always: a case replays with or without a server
-        on_s3 = self.s3_client is not None and draw < S3_SHARE
-        if self.only is not None:
-            on_s3 = self.only == "s3"
-        case.path = rng.choice(list(service.S3 if on_s3 else service.LOCAL))
         query = queries.Generator(rng, frame).query()
         if case.path == "s3-copy":  # no row filter: the column chunks are copied
             columns = rng.sample(frame.columns, rng.randint(1, frame.width))
@@ -156,7 +160,9 @@ class Runner:
             case.detail = (f"{type(e).__name__}: {str(e)[:300]}"
                            + (f" (references answered: {answered})" if answered else ""))
             return
-        except Exception as e:  # noqa: BLE001 - an untyped error is what is looked for
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - an untyped error (or a panic) is a finding
             case.outcome = "crash"
             case.detail = f"{type(e).__name__}: {str(e)[:500]}\n{traceback.format_exc()[-2000:]}"
             return

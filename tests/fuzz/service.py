@@ -33,7 +33,7 @@ LOCAL: dict[str, dict[str, Any]] = {
 _RANGED = {"S3SLICE_SMALL_OBJECT_SIZE": "0", "S3SLICE_FOOTER_SIZE": "16384"}
 S3: dict[str, dict[str, str]] = {
     "s3-handoff": _RANGED,
-    "s3-copy": _RANGED,
+    "s3-copy": {"S3SLICE_SMALL_OBJECT_SIZE": "0", "S3SLICE_FOOTER_SIZE": "2048"},
     "s3-ranges": {**_RANGED, "S3SLICE_STRATEGY": "ranges"},
     "s3-auto": {},
 }

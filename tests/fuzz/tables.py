@@ -123,9 +123,12 @@ def _kind(rng: random.Random, nested: bool) -> Kind:
     return pa.struct([("a", a), ("b", b)]), lambda r: {"a": da(r), "b": db(r)}
 
 
-def random_table(rng: random.Random, *, nested: bool = True, max_rows: int = 3000) -> pa.Table:
+def random_table(rng: random.Random, *, nested: bool = True, max_rows: int = 3000,
+                 min_rows: int = 0) -> pa.Table:
     """A table of 1 to 6 columns ``c0``, ``c1``, ... of random kinds and null densities."""
     rows = rng.choice([0, 1, 2, 7, 50, 300, rng.randint(1, max_rows)])
+    if min_rows:
+        rows = rng.randint(min_rows, 2 * min_rows)
     columns: dict[str, pa.Array] = {}
     for i in range(rng.randint(1, 6)):
         t, draw = _kind(rng, nested)

@@ -90,6 +90,10 @@ def polars_writer(table: pa.Table, rng: random.Random, path: Path) -> dict[str, 
         frame.write_parquet(path, **opts)
     except (pl.exceptions.PolarsError, pa.ArrowException, ValueError, TypeError) as e:
         raise Unwritable(f"polars: {e}") from e
+    except BaseException as e:  # a panic of polars' own (pyo3's PanicException)
+        if type(e).__name__ != "PanicException":
+            raise
+        raise Unwritable(f"polars panicked: {e}") from e
     return opts
 
 
