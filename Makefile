@@ -48,7 +48,7 @@ minio: $(STAMP)
 
 # The paths CI lints. tests/benchmark/ is run by hand (`make bench`), not by CI.
 GUARANTEED := functions cdk layers tests/conftest.py tests/support.py tests/unit \
-	tests/functional tests/integration tests/infrastructure
+	tests/functional tests/integration tests/infrastructure tests/fuzz
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(GUARANTEED)

@@ -58,8 +58,9 @@ def _close(a: Any, b: Any) -> bool:
         return a == b or math.isclose(a, b, rel_tol=REL, abs_tol=1e-12)
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         return all(_close(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b) and type(a) is type(b) or (
-        isinstance(a, int | float | decimal.Decimal) and isinstance(b, int | float | decimal.Decimal)
+    numbers = int | float | decimal.Decimal
+    return (bool(a == b) and type(a) is type(b)) or (
+        isinstance(a, numbers) and isinstance(b, numbers)
         and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
 
 

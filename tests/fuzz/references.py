@@ -24,7 +24,7 @@ def decoded(path: Path) -> pl.DataFrame:
             frame = pl.from_arrow(pq.read_table(path))
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # neither reader: no reference
             raise ReferenceError_(f"neither polars ({first}) nor pyarrow ({e}) reads it") from e
         assert isinstance(frame, pl.DataFrame)
         return frame
@@ -35,7 +35,7 @@ def polars_answer(frame: pl.DataFrame, sql: str) -> pl.DataFrame:
         return pl.SQLContext(frames={"s3object": frame}).execute(sql, eager=True)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as e:  # noqa: BLE001 - polars refuses (or panics on) the query
+    except BaseException as e:  # polars refuses (or panics on) the query: no reference
         raise ReferenceError_(f"polars: {type(e).__name__}: {str(e)[:300]}") from e
 
 
@@ -48,7 +48,7 @@ def duckdb_answer(path: Path, sql: str) -> pl.DataFrame:
             con.execute(f"CREATE VIEW s3object AS SELECT * FROM read_parquet('{path}')")
             result = con.execute(sql).arrow()
             frame = pl.from_arrow(result.read_all() if hasattr(result, "read_all") else result)
-    except Exception as e:  # noqa: BLE001 - DuckDB refuses the query or the file
+    except Exception as e:  # DuckDB refuses the query or the file: no reference
         raise ReferenceError_(f"duckdb: {type(e).__name__}: {str(e)[:300]}") from e
     assert isinstance(frame, pl.DataFrame)
     return frame

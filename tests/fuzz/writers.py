@@ -131,7 +131,7 @@ def fastparquet_writer(table: pa.Table, rng: random.Random, path: Path) -> dict[
     try:
         frame = table.to_pandas()
         fastparquet.write(str(path), frame, write_index=False, **opts)
-    except Exception as e:  # noqa: BLE001 - any failure of fastparquet's is its own limit
+    except Exception as e:  # any failure of fastparquet's is its own limit
         raise Unwritable(f"fastparquet: {type(e).__name__}: {e}") from e
     return opts
 
@@ -167,7 +167,7 @@ class SparkWriter:
     def __call__(self, table: pa.Table, rng: random.Random, path: Path) -> dict[str, Any]:
         try:
             spark = self.session()
-        except Exception as e:  # noqa: BLE001 - no JVM here: Spark writes nothing
+        except Exception as e:  # no JVM here: Spark writes nothing
             raise Unwritable(f"spark: cannot start: {type(e).__name__}: {e}") from e
         opts = {"spark.sql.parquet.outputTimestampType": rng.choice(
                     ["INT96", "INT96", "TIMESTAMP_MICROS", "TIMESTAMP_MILLIS"]),
@@ -184,7 +184,7 @@ class SparkWriter:
                 out = Path(tmp) / "out"
                 spark.read.parquet(str(source)).coalesce(1).write.option(
                     "parquet.block.size", opts["parquet.block.size"]).parquet(str(out))
-            except Exception as e:  # noqa: BLE001 - Spark's own limits (unsigned types, ...)
+            except Exception as e:  # Spark's own limits (unsigned types, ...)
                 raise Unwritable(f"spark: {type(e).__name__}: {str(e)[:200]}") from e
             (part,) = out.glob("part-*.parquet")
             shutil.copyfile(part, path)
