@@ -22,7 +22,6 @@ from typing import Any
 
 from tests.fuzz.runner import Runner, Tally
 
-REPLAY = "python -m tests.fuzz --replay"
 #: A case still running after this long is a hang (reported with its seed).
 CASE_SECONDS = 120
 
@@ -71,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         client = None if args.no_s3 or args.only == "local" else stack.enter_context(
             s3_server())
         runner = Runner(s3_client=client, spark=args.spark, only=args.only)
-        replay = REPLAY + (f" --only {args.only}" if args.only else "") + (
-            " --spark" if args.spark else "")
+        replay = "python -m tests.fuzz" + (f" --only {args.only}" if args.only else "") + (
+            " --spark" if args.spark else "") + " --replay"
         if args.replay is not None:
             case = runner.run(args.replay)
             print(case.report(replay))
