@@ -13,6 +13,9 @@ import pytest
 from tests.fuzz.__main__ import case_seeds
 from tests.fuzz.runner import Case, Runner, Tally
 
+#: Some 60 cases of a second or less each, some 20 s together on a quiet 2-core machine.
+pytestmark = pytest.mark.slow
+
 RUN_SEED = 36
 CASES = 60
 SEEDS = [s for s, _ in zip(case_seeds(RUN_SEED), range(CASES), strict=False)]

@@ -13,7 +13,8 @@ from tests.fuzz.__main__ import case_seeds
 from tests.fuzz.runner import Case, Runner, Tally
 from tests.support import S3Env
 
-pytestmark = pytest.mark.integration
+#: Some 16 cases of one to three seconds each.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RUN_SEED = 3636
 CASES = 16
