@@ -45,6 +45,7 @@ def duckdb_answer(path: Path, sql: str) -> pl.DataFrame:
     try:
         with duckdb.connect() as con:
             con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")
             con.execute(f"CREATE VIEW s3object AS SELECT * FROM read_parquet('{path}')")
             result = con.execute(sql).arrow()
             frame = pl.from_arrow(result.read_all() if hasattr(result, "read_all") else result)

@@ -108,6 +108,7 @@ def duckdb_writer(table: pa.Table, rng: random.Random, path: Path) -> dict[str, 
         opts["DICTIONARY_SIZE_LIMIT"] = rng.choice([1, 100])
     with duckdb.connect() as con:
         con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET enable_progress_bar = false")
         con.register("fuzz_source", table)
         options = ", ".join(f"{k} {v!r}" if isinstance(v, str) else f"{k} {v}"
                             for k, v in opts.items())
