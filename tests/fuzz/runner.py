@@ -118,7 +118,8 @@ class Runner:
         case.path = rng.choice(list(service.S3 if on_s3 else service.LOCAL))
         case.writer = self.writer(rng)
         # A copy is planned only where the footer is small beside the chunks copied.
-        table = tables.random_table(rng, nested=case.writer in ("pyarrow", "polars", "duckdb"),
+        nested = case.writer in ("pyarrow", "polars", "duckdb", "spark")  # Spark: legacy lists
+        table = tables.random_table(rng, nested=nested,
                                     min_rows=20_000 if case.path == "s3-copy" else 0)
         case.table = table
         write = self.spark if case.writer == "spark" else writers.WRITERS[case.writer]
