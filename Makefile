@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CDK_CLI := cdk/node_modules/.bin/cdk
 
-.PHONY: setup demo tools minio test test-fast lint typecheck typecheck-cdk bench layer synth dist clean
+.PHONY: setup demo tools minio test test-fast lint typecheck typecheck-cdk bench fuzz layer synth dist clean
 
 UV_VERSION := 0.13.9
 PIP_VERSION := 26.3
@@ -48,7 +48,7 @@ minio: $(STAMP)
 
 # The paths CI lints. tests/benchmark/ is run by hand (`make bench`), not by CI.
 GUARANTEED := functions cdk layers tests/conftest.py tests/support.py tests/unit \
-	tests/functional tests/integration tests/infrastructure
+	tests/functional tests/integration tests/infrastructure tests/fuzz
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(GUARANTEED)
@@ -77,6 +77,18 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(UV) -e '.[bench]'
 	$(PY) -m tests.benchmark.run $(BENCH_ARGS)
+
+# The differential fuzzer (tests/fuzz) for FUZZ_SECONDS with a fresh seed (FUZZ_SEED=n
+# repeats a run): random tables by pyarrow, polars, DuckDB, fastparquet and Spark, random
+# filters and aggregates, the service's answers against polars in memory and DuckDB; every
+# difference is printed with the command that replays it (FUZZ_REPLAY=case-seed). Fails
+# when the service answered wrong or crashed untyped. CI runs a fixed-seed slice
+# (tests/functional/test_fuzz_differential.py, tests/integration/test_fuzz_s3.py).
+FUZZ_SECONDS ?= 480
+fuzz: $(STAMP)
+	$(UV) -e '.[fuzz]'
+	$(PY) -m tests.fuzz --spark --seconds $(FUZZ_SECONDS) \
+	  $(if $(FUZZ_SEED),--seed $(FUZZ_SEED)) $(if $(FUZZ_REPLAY),--replay $(FUZZ_REPLAY)) $(FUZZ_ARGS)
 
 layer: $(STAMP) tools
 	$(PY) layers/build.py --arch arm64
