@@ -20,10 +20,7 @@ RUN_SEED = 3636
 CASES = 16
 SEEDS = [s for s, _ in zip(case_seeds(RUN_SEED), range(CASES), strict=False)]
 #: Cases the current service answers wrong (findings of issue 36; xfail is strict).
-KNOWN: dict[int, str] = {
-    157664471422785: "issue 36 class 2: the copy writes the file's column order, not the "
-                     "requested one (columns c0, c2, c1 answered as c0, c1, c2)",
-}
+KNOWN: dict[int, str] = {}
 #: Each case's outcome, kept for the slice's tally.
 CASES_RUN: dict[int, Case] = {}
 
