@@ -143,7 +143,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     response = invoke(request, LambdaContext(), environment=_aws_environment(args),
                       verbose=args.verbose)
     if args.print:
-        print_rows(response.get("rows", []), args.print)
+        print_rows(response.get("rows", []), args.print, response.get("columns"))
     else:
         print_json(response)
     return EXIT_OK
