@@ -18,7 +18,6 @@ from s3slice import (
     Engine,
     FooterCache,
     LocalFetcher,
-    RequestError,
     ResultTooLargeError,
     Settings,
     parse_request,

@@ -140,6 +140,7 @@ def test_s3_select_records(lake: S3Env, fmt: str) -> None:
             [field_text(row[c]) for c in COLUMNS] for row in expected()]
 
 
+@pytest.mark.slow  # subprocesses: the CLI's imports, several seconds
 def test_cli_print_json_csv_and_table(lake: S3Env) -> None:
     forms = ["json", "csv", "table"]
     with ThreadPoolExecutor(len(forms)) as pool:
@@ -162,11 +163,14 @@ def test_cli_print_json_csv_and_table(lake: S3Env) -> None:
     assert table_lines[-1] == "(2 rows)"
 
 
+@pytest.mark.slow  # subprocesses: the CLI's imports, several seconds
 def test_cli_limit_0_prints_the_header(lake: S3Env) -> None:
     """No rows still has its columns: ``--print csv`` writes the header, ``table`` the
     names; the JSON response names them in ``columns``."""
-    runs = [cli_run(lake.endpoint_url, "query", "--source", SOURCE, "--columns", "id,txt,nv",
-                    "--limit", "0", "--print", form) for form in ("csv", "table")]
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda form: cli_run(
+            lake.endpoint_url, "query", "--source", SOURCE, "--columns", "id,txt,nv",
+            "--limit", "0", "--print", form), ("csv", "table")))
     for proc in runs:
         assert proc.returncode == 0, describe(proc)
     assert runs[0].stdout == "id,txt,nv\n"
