@@ -10,8 +10,10 @@ The expected values are written here by hand from the Parquet file's values (Pyt
 
 from __future__ import annotations
 
+import base64
 import csv
 import datetime as dt
+import decimal
 import io
 import json
 from collections.abc import Iterator
@@ -178,3 +180,59 @@ def test_cli_limit_0_prints_the_header(lake: S3Env) -> None:
     assert runs[1].stdout.splitlines()[-1] == "(0 rows)"
     response = invoke({"source": SOURCE, "columns": ["id", "txt", "nv"], "limit": 0})
     assert response["rows"] == [] and response["columns"] == ["id", "txt", "nv"]
+
+
+SCALARS = "scalars.parquet"
+
+
+def scalar_table() -> pa.Table:
+    """Dates, times, durations, decimals, milli- and nanosecond timestamps, binary."""
+    return pa.table({
+        "d": pa.array([dt.date(2024, 6, 1), None], pa.date32()),
+        "t": pa.array([dt.time(1, 2, 3, 400), dt.time(1)], pa.time64("us")),
+        "du": pa.array([dt.timedelta(days=1, seconds=5, microseconds=7),
+                        dt.timedelta(seconds=-3)], pa.duration("us")),
+        "dec": pa.array([decimal.Decimal("1.50"), decimal.Decimal("-0.01")],
+                        pa.decimal128(10, 2)),
+        "ms": pa.array([dt.datetime(2024, 6, 1, 12, 0, 0, 500_000), NAIVE[1]],
+                       pa.timestamp("ms")),
+        "ns": pa.array([1_717_243_200_123_456_789, 0], pa.timestamp("ns", tz="UTC")),
+        "b": pa.array([b"\x00\xff", None], pa.binary()),
+        "ok": pa.array([True, None], pa.bool_())})
+
+
+#: Each row as the rule writes it (docs/contract.md's table), by hand.
+SCALAR_ROWS = [
+    {"d": "2024-06-01", "t": "01:02:03.000400", "du": "P1DT5.000007S", "dec": "1.50",
+     "ms": "2024-06-01T12:00:00.500", "ns": "2024-06-01T12:00:00.123456789+00:00",
+     "b": base64.b64encode(b"\x00\xff").decode(), "ok": True},
+    {"d": None, "t": "01:00:00", "du": "-PT3S", "dec": "-0.01",
+     "ms": "2024-12-31T23:59:59", "ns": "1970-01-01T00:00:00+00:00", "b": None, "ok": None}]
+
+
+@pytest.mark.parametrize("path", ["rows", "ndjson", "csv", "select-json", "select-csv"])
+def test_dates_times_durations_decimals_on_every_path(lake: S3Env, path: str) -> None:
+    buf = io.BytesIO()
+    pq.write_table(scalar_table(), buf)
+    lake.client.put_object(Bucket=DATA, Key=SCALARS, Body=buf.getvalue())
+    source, names = f"s3://{DATA}/{SCALARS}", list(SCALAR_ROWS[0])
+    cells = [[field_text(row[c]) for c in names] for row in SCALAR_ROWS]
+    if path == "rows":
+        assert invoke({"source": source, "return_rows": True})["rows"] == SCALAR_ROWS
+    elif path in ("ndjson", "csv"):
+        response = invoke({"source": source, "output": {
+            "uri": f"s3://{RESULTS}/{path}/", "format": "json" if path == "ndjson" else "csv"}})
+        text = lake.get(response["outputs"][0]["uri"]).decode()
+        if path == "ndjson":
+            assert [json.loads(line) for line in text.splitlines()] == SCALAR_ROWS
+        else:
+            assert list(csv.reader(io.StringIO(text))) == [names, *cells]
+    else:
+        fmt = path.removeprefix("select-").upper()
+        payload = invoke({"Bucket": DATA, "Key": SCALARS, "Expression": "SELECT * FROM S3Object",
+                          "InputSerialization": {"Parquet": {}},
+                          "OutputSerialization": {fmt: {}}})["Payload"]
+        if fmt == "JSON":
+            assert [json.loads(line) for line in payload.splitlines()] == SCALAR_ROWS
+        else:
+            assert list(csv.reader(io.StringIO(payload))) == cells
