@@ -29,8 +29,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from s3slice._cli_query import UsageError, query_request
 from s3slice._errors import S3SliceError
 from s3slice._invoke import LambdaContext, StdoutClosed, invoke, print_json, print_rows
+from s3slice._model import COMPRESSIONS
 
 #: The exit codes above.
 EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -71,51 +73,6 @@ _TOP_EXAMPLES = """examples:
 """
 
 
-class UsageError(Exception):
-    """A command line the command cannot run: reported as argparse reports its own
-    errors (usage and message on stderr), exit code 2."""
-
-
-def query_request(args: argparse.Namespace) -> dict[str, Any]:
-    """The JSON request ``s3slice query`` sends; a combination the request cannot express
-    is a :class:`UsageError`, never an option silently dropped."""
-    if args.sql is not None:
-        given = [name for name, value in (("--filter", args.filter), ("--limit", args.limit))
-                 if value is not None]
-        if given:
-            raise UsageError(f"{' and '.join(given)} cannot be combined with --sql: put the "
-                             "condition and the limit in the SQL (WHERE ..., LIMIT n), or "
-                             "use --columns instead of --sql")
-    if args.format is not None and not args.output:
-        raise UsageError("--format is the format of the result written to --output; without "
-                         "--output nothing is written (print the rows with --print)")
-    request: dict[str, Any] = {
-        "source": args.source if len(args.source) > 1 else args.source[0]}
-    if args.sql is not None:
-        request["sql"] = args.sql
-    else:
-        if args.columns:
-            request["columns"] = [c.strip() for c in args.columns.split(",") if c.strip()]
-        if args.filter is not None:
-            request["filter"] = args.filter
-        if args.limit is not None:
-            request["limit"] = args.limit
-    read_as = {name: value for name, value in (("format", args.input_format),
-                                               ("delimiter", args.delimiter),
-                                               ("compression", args.compression))
-               if value is not None}
-    if read_as:
-        if "format" not in read_as:
-            raise UsageError("--delimiter and --compression describe a CSV or JSON source: "
-                             "give --input-format csv (or json) with them")
-        request["input"] = read_as
-    if args.output:
-        request["output"] = {"uri": args.output, "format": args.format or "parquet"}
-    if args.return_rows or args.print:
-        request["return_rows"] = True
-    return request
-
-
 def _aws_environment(args: argparse.Namespace) -> dict[str, str]:
     """The endpoint, profile, region and memory size a command names, as the variables the
     function reads (on Lambda, Lambda sets them)."""
@@ -123,6 +80,7 @@ def _aws_environment(args: argparse.Namespace) -> dict[str, str]:
     if args.endpoint_url:
         env["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
     if args.profile:
+        _check_profile(args.profile)
         env["AWS_PROFILE"] = args.profile
     if args.region:
         env["AWS_REGION"] = args.region
@@ -138,12 +96,23 @@ def _aws_environment(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+def _check_profile(name: str) -> None:
+    """A profile the AWS configuration files do not define is a usage error (the SDK would
+    only fail later, inside the request)."""
+    import botocore.session
+
+    known = botocore.session.Session().available_profiles
+    if name not in known:
+        raise UsageError(f"the profile {name!r} is not defined in the AWS config or "
+                         f"credentials files (known: {', '.join(sorted(known)) or 'none'})")
+
+
 def _cmd_query(args: argparse.Namespace) -> int:
     request = query_request(args)
     response = invoke(request, LambdaContext(), environment=_aws_environment(args),
                       verbose=args.verbose)
     if args.print:
-        print_rows(response.get("rows", []), args.print)
+        print_rows(response.get("rows", []), args.print, response.get("columns"))
     else:
         print_json(response)
     return EXIT_OK
@@ -163,9 +132,10 @@ def _read_event(path: str) -> Any:
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
+    environment = _aws_environment(args)
     event = _read_event(args.event)
     print_json(invoke(event, LambdaContext(timeout_s=args.timeout),
-                      environment=_aws_environment(args), verbose=args.verbose))
+                      environment=environment, verbose=args.verbose))
     return EXIT_OK
 
 
@@ -247,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "result only)")
     q.add_argument("--format", choices=("parquet", "csv", "json"),
                    help="the format of the result written to --output (default parquet)")
+    q.add_argument("--output-compression", choices=("none", "gzip"),
+                   help="compress a CSV or JSON result written to --output (default none)")
+    q.add_argument("--parquet-codec", choices=COMPRESSIONS["parquet"],
+                   help="the codec of a Parquet result written to --output (default zstd; a "
+                   "result copied without decoding keeps the source's unless one is given)")
     q.add_argument("--print", choices=("table", "csv", "json"), help="print the rows on "
                    "stdout in this form instead of the JSON response")
     q.add_argument("--return-rows", action="store_true",
@@ -256,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--input-format", choices=("parquet", "csv", "json"),
                         help="read every source as this format")
     source.add_argument("--delimiter", help="a CSV source's field delimiter (default ,)")
+    source.add_argument("--header", choices=("use", "ignore", "none"),
+                        help="a CSV source's first line: use it as the column names "
+                        "(default), ignore it, or none (a record); without one the columns "
+                        "are _1, _2, ... (S3 Select's FileHeaderInfo)")
+    source.add_argument("--quote", metavar="CHAR", help="a CSV source's quote character "
+                        "(default \"; S3 Select's QuoteCharacter)")
     source.add_argument("--compression", choices=("auto", "none", "gzip", "bzip2", "zstd"),
                         help="a CSV or JSON source's compression (default auto: from its "
                         "bytes)")

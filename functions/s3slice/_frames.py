@@ -132,6 +132,17 @@ class S3SliceFrame:
         self._frame = frame
 
     @property
-    def stats(self) -> Stats | None:
+    def stats(self) -> FrameStats | None:
         stats: Stats | None = getattr(self._frame, _STATS, None)
-        return stats
+        return None if stats is None else FrameStats(stats.to_dict())
+
+
+class FrameStats(dict[str, Any]):
+    """A read's stats as the response's ``stats`` mapping (equal to it, printed as it is);
+    its keys also read as attributes (``stats.rows_out``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"the stats have no {name!r}") from None

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from s3slice._values import cell_text, dump
+
 
 class LambdaContext:
     """What Lambda hands the handler, as far as the handler looks at it."""
@@ -71,27 +73,30 @@ def _environ(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def print_rows(rows: Sequence[Mapping[str, Any]], form: str) -> None:
+def print_rows(rows: Sequence[Mapping[str, Any]], form: str,
+               columns: Sequence[str] | None = None) -> None:
     """Rows on stdout: ``json`` (one JSON object a line), ``csv`` (a header, then a line a
-    row) or ``table`` (every row, aligned)."""
+    row) or ``table`` (every row, aligned), values by :mod:`s3slice._values`' rule (a
+    record or a list as its compact JSON text, non-ASCII as is). ``columns`` names them in
+    order (a header even with no rows); else the first row's keys."""
+    names = list(columns) if columns is not None else list(rows[0]) if rows else []
     try:
         if form == "json":
             for row in rows:
-                sys.stdout.write(json.dumps(row, default=str) + "\n")
+                sys.stdout.write(dump(dict(row)) + "\n")
         elif form == "csv":
             writer = csv.writer(sys.stdout, lineterminator="\n")
-            names = list(rows[0]) if rows else []
-            writer.writerow(names)
-            writer.writerows([row.get(n) for n in names] for row in rows)
+            if names:
+                writer.writerow(names)
+            writer.writerows([cell_text(row.get(n)) for n in names] for row in rows)
         else:
-            sys.stdout.write(_table(rows))
+            sys.stdout.write(_table(rows, names))
         sys.stdout.flush()
     except BrokenPipeError as e:
         raise StdoutClosed from e
 
 
-def _table(rows: Sequence[Mapping[str, Any]]) -> str:
-    names = list(rows[0]) if rows else []
+def _table(rows: Sequence[Mapping[str, Any]], names: list[str]) -> str:
     cells = [names, *([_cell(row.get(n)) for n in names] for row in rows)]
     widths = [max(len(line[i]) for line in cells) for i in range(len(names))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
@@ -103,11 +108,8 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _cell(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, dict | list):
-        return json.dumps(value, default=str)
-    return str(value)
+    text = cell_text(value)
+    return "null" if text is None else text
 
 
 class StdoutClosed(Exception):
@@ -116,7 +118,7 @@ class StdoutClosed(Exception):
 
 def print_json(obj: Any) -> None:
     try:
-        json.dump(obj, sys.stdout, indent=2, default=str)
+        json.dump(obj, sys.stdout, indent=2, default=str, ensure_ascii=False)
         sys.stdout.write("\n")
         sys.stdout.flush()
     except BrokenPipeError as e:

@@ -15,7 +15,6 @@ import gzip
 import hashlib
 import io
 import json
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,8 @@ from s3slice._errors import OutputError, RequestError, ResultTooLargeError, cont
 from s3slice._model import ObjectRef, OutputSpec, Request
 from s3slice._read import Copied, Timings
 from s3slice._spool import ParquetSpool
+from s3slice._textual import json_records, nested_as_json_text, non_finite_rows, textual
+from s3slice._values import patched
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import ReadResult, Stats
 
@@ -35,25 +36,17 @@ MAX_INLINE_BYTES = 5 * 1024 * 1024
 EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "ndjson"}
 
 
-#: How a float that JSON cannot hold is written in every JSON answer (inline rows, NDJSON
-#: outputs, S3 Select's JSON records): as a string, as Spark's and Jackson's JSON writers
-#: do, so it is never confused with a null.
-NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-
-
 def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
+    """The output object's bytes; CSV and NDJSON written by :mod:`s3slice._values`' rule
+    (a nested value in a CSV field is its JSON text)."""
     buf = io.BytesIO()
     if output.format == "parquet":
         frame.write_parquet(buf, compression=output.compression)  # type: ignore[arg-type]
         return buf.getvalue()
     frame = textual(frame)
     if output.format == "csv":
-        nested = [n for n, t in frame.schema.items() if t.is_nested()]
-        if nested:
-            raise RequestError(f"CSV cannot hold the nested column(s) {nested}; choose json "
-                               "or parquet, or select other columns", field="output.format")
-        frame.write_csv(buf)
-    elif _non_finite_rows(frame):
+        nested_as_json_text(frame).write_csv(buf)
+    elif non_finite_rows(frame):
         buf.write("".join(line + "\n" for line in json_records(frame)).encode())
     else:  # as polars writes it, without a copy per line
         frame.write_ndjson(buf)
@@ -88,115 +81,19 @@ def _digest(*parts: str) -> str:
 
 
 def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """The rows as JSON objects, valued as in :func:`json_records`."""
-    frame = textual(frame)
+    """The rows as JSON objects, valued as in :func:`s3slice._textual.json_records`."""
     with contained(lambda e: OutputError(f"cannot return the rows inline: {e}"),
                    native=(pl.exceptions.PolarsError,)):
-        text = frame.write_json()  # a datetime polars cannot show panics
+        frame = textual(frame)  # a datetime polars cannot show panics
+        text = frame.write_json()
     if len(text) > MAX_INLINE_BYTES:
         raise ResultTooLargeError(
             f"{frame.height} rows are {len(text)} bytes as JSON; at most {MAX_INLINE_BYTES} "
             "are returned inline. Give an output location instead", field="return_rows")
     rows: list[dict[str, Any]] = json.loads(text)
-    for i, row in _non_finite_rows(frame):
-        rows[i] = {**rows[i], **{k: _patched(rows[i][k], v) for k, v in row.items()}}
+    for i, row in non_finite_rows(frame):
+        rows[i] = {**rows[i], **{k: patched(rows[i][k], v) for k, v in row.items()}}
     return rows
-
-
-def json_records(frame: pl.DataFrame) -> list[str]:
-    """One JSON object's text per row, as polars writes NDJSON but binary as base64 text
-    (:func:`textual`) and NaN and infinities as :data:`NON_FINITE` says (polars: null).
-    Split at ``\\n`` only: a string may hold U+2028 and the like."""
-    frame = textual(frame)
-    if not frame.height:
-        return []
-    lines = frame.write_ndjson().split("\n")
-    if len(lines) != frame.height + 1 or lines[-1]:
-        raise OutputError(f"polars wrote {len(lines) - 1} JSON lines for {frame.height} rows")
-    for i, row in _non_finite_rows(frame):
-        record = json.loads(lines[i], parse_float=_Number)
-        lines[i] = _dump({**record, **{k: _patched(record[k], v) for k, v in row.items()}})
-    return lines[:-1]
-
-
-def textual(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with every binary value (nested ones too) as its base64 text (RFC 4648,
-    padded), the form every text output (JSON, CSV, S3 Select's records) gives it."""
-    changed = [e.alias(name) for name, dtype in frame.schema.items()
-               if (e := _as_text(pl.col(name), dtype)) is not None]
-    return frame.with_columns(changed) if changed else frame
-
-
-def _as_text(e: pl.Expr, dtype: Any) -> pl.Expr | None:
-    if isinstance(dtype, pl.Binary):
-        return e.bin.encode("base64")
-    if isinstance(dtype, pl.List | pl.Array):
-        inner = _as_text(pl.element(), dtype.inner)
-        return None if inner is None else _listed(e, dtype).list.eval(inner)
-    if isinstance(dtype, pl.Struct):
-        fields = [(f.name, _as_text(e.struct.field(f.name), f.dtype)) for f in dtype.fields]
-        if all(sub is None for _, sub in fields):
-            return None
-        rebuilt = pl.struct([(e.struct.field(n) if sub is None else sub).alias(n)
-                             for n, sub in fields])
-        return pl.when(e.is_null()).then(None).otherwise(rebuilt)
-    return None
-
-
-def _listed(e: pl.Expr, dtype: Any) -> pl.Expr:
-    return e.arr.to_list() if isinstance(dtype, pl.Array) else e
-
-
-def _non_finite(e: pl.Expr, dtype: Any) -> pl.Expr | None:
-    """Whether the value holds a NaN or an infinity (None: its type cannot)."""
-    if isinstance(dtype, pl.Float32 | pl.Float64):
-        return ~e.is_finite()
-    if isinstance(dtype, pl.List | pl.Array):
-        inner = _non_finite(pl.element(), dtype.inner)
-        return None if inner is None else _listed(e, dtype).list.eval(inner).list.any()
-    if isinstance(dtype, pl.Struct):
-        subs = [s for f in dtype.fields
-                if (s := _non_finite(e.struct.field(f.name), f.dtype)) is not None]
-        return pl.any_horizontal(subs) if subs else None
-    return None
-
-
-def _non_finite_rows(frame: pl.DataFrame) -> list[tuple[int, dict[str, Any]]]:
-    """(index, values of the columns that can hold a float) of each row with a NaN or ±inf."""
-    checks = {name: check for name, dtype in frame.schema.items()
-              if (check := _non_finite(pl.col(name), dtype)) is not None}
-    mask = frame.select(pl.any_horizontal(list(checks.values())).fill_null(False)
-                        ).to_series() if checks else None
-    if mask is None or not mask.any():
-        return []
-    hit = frame.select(list(checks)).filter(mask)
-    return list(zip(mask.arg_true().to_list(), hit.iter_rows(named=True), strict=True))
-
-
-def _patched(written: Any, value: Any) -> Any:
-    """``written`` (polars' JSON of ``value``), its NaN and infinities as strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return NON_FINITE[repr(value)]
-    if isinstance(value, dict) and isinstance(written, dict):
-        return {k: _patched(written.get(k), value.get(k)) for k in written}
-    if isinstance(value, list) and isinstance(written, list):
-        return [_patched(w, v) for w, v in zip(written, value, strict=False)]
-    return written
-
-
-class _Number(str):
-    """A JSON number's own text, written back as it was read."""
-
-
-def _dump(value: Any) -> str:
-    """Compact JSON, each :class:`_Number` as its text (no digit changes)."""
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_dump(k)}:{_dump(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_dump(v) for v in value) + "]"
-    if isinstance(value, _Number):
-        return str.__str__(value)
-    return json.dumps(value, ensure_ascii=False)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -206,6 +103,8 @@ class Answer:
     outputs: list[dict[str, Any]]
     stats: Stats
     rows: list[dict[str, Any]] | None = None
+    #: The rows' column names in order (known when there are no rows too).
+    columns: list[str] | None = None
     #: Why the rows asked for inline are not (they are in the outputs).
     rows_spilled: str | None = None
 
@@ -214,6 +113,8 @@ class Answer:
         response: dict[str, Any] = {"status": "ok", "outputs": self.outputs}
         if self.rows is not None:
             response["rows"] = self.rows
+            if self.columns is not None:
+                response["columns"] = self.columns
         if self.rows_spilled is not None:
             response["rows_spilled"] = self.rows_spilled
         response["stats"] = self.stats.to_dict()
@@ -231,10 +132,10 @@ def run(request: Request, *, engine: Engine,
     result = engine.read(request)
     if on_result is not None:
         on_result(result)
-    rows, spilled = None, None
+    rows, spilled, columns = None, None, None
     if request.return_rows or request.output is None:
         try:
-            rows = inline_rows(result.frame)
+            rows, columns = inline_rows(result.frame), result.frame.columns
         except ResultTooLargeError as e:
             if request.output is None:
                 raise
@@ -246,7 +147,8 @@ def run(request: Request, *, engine: Engine,
         output = request.output
         outputs, stats = timed_write(engine, result, lambda: write_outputs(
             result, request, output, engine))
-    return Answer(outputs=outputs, stats=stats, rows=rows, rows_spilled=spilled)
+    return Answer(outputs=outputs, stats=stats, rows=rows, columns=columns,
+                  rows_spilled=spilled)
 
 
 def streamed(request: Request, engine: Engine) -> bool:

@@ -37,3 +37,22 @@ def file_format(key: str) -> tuple[str, str | None] | None:
     if fmt is None or (gzip and fmt == "parquet"):
         return None
     return fmt, gzip
+
+
+#: A source key's extensions that name its format (checked after a compression extension).
+SOURCE_EXTENSIONS: dict[str, str] = {
+    ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json",
+    ".parquet": "parquet", ".pq": "parquet"}
+SOURCE_COMPRESSION_EXTENSIONS = (".gz", ".gzip", ".bz2", ".zst", ".zstd")
+
+
+def source_format(key: str) -> tuple[str, str]:
+    """The format a source key names by its extension (``data.csv.gz`` is CSV; any other
+    key is Parquet), and its name less any compression extension (``data.csv``)."""
+    name = key.rsplit("/", 1)[-1].lower()
+    for ext in SOURCE_COMPRESSION_EXTENSIONS:
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    dot = name.rfind(".")
+    return (SOURCE_EXTENSIONS.get(name[dot:], "parquet") if dot > 0 else "parquet"), name

@@ -4,6 +4,7 @@ output is given) the rows are only in the output and the response says so."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from s3slice import (
     Engine,
     FooterCache,
     LocalFetcher,
-    RequestError,
     ResultTooLargeError,
     Settings,
     parse_request,
@@ -66,22 +66,29 @@ def test_too_many_rows_with_an_output_spill_to_it(engine: Engine, tmp_path: Path
     assert pl.read_csv(io.BytesIO(path.read_bytes()))["a"].to_list() == list(range(5_000))
 
 
-def test_nested_columns_cannot_go_to_csv(tmp_path: Path) -> None:
+def test_nested_columns_go_to_csv_as_their_json_text(tmp_path: Path) -> None:
+    """A CSV field holds a nested value's compact JSON text (non-ASCII as is, a null an
+    empty field), the text its NDJSON output holds for it."""
     (tmp_path / BUCKET).mkdir()
-    pl.DataFrame({"id": [1], "tags": [["a", "b"]], "point": [{"x": 1}]}).write_parquet(
-        tmp_path / BUCKET / "n.parquet")
+    frame = pl.DataFrame({"id": [1, 2], "tags": [["a", "é"], None],
+                          "point": [{"x": 1, "s": "Zürich"}, {"x": None, "s": None}]})
+    frame.write_parquet(tmp_path / BUCKET / "n.parquet")
     engine = Engine(Settings(memory_mb=1024), fetcher=LocalFetcher(tmp_path))
-    request = {"source": f"s3://{BUCKET}/n.parquet", "output": {"uri": "s3://out/r/",
-                                                               "format": "csv"}}
-    with pytest.raises(RequestError, match=r"nested column\(s\) \['tags', 'point'\]") as info:
-        respond(request, engine=engine)
-    assert info.value.field == "output.format"
-    assert not (tmp_path / "out").exists()  # nothing written
-    for fmt in ("json", "parquet"):
-        (tmp_path / "out").mkdir(exist_ok=True)
-        response = respond({**request, "output": {"uri": "s3://out/r/",
-                                                            "format": fmt}}, engine=engine)
-        assert response["outputs"][0]["rows"] == 1
+    (tmp_path / "out").mkdir()
+    request = {"source": f"s3://{BUCKET}/n.parquet"}
+    texts = {}
+    for fmt in ("csv", "json"):
+        response = respond({**request, "output": {"uri": f"s3://out/{fmt}/", "format": fmt}},
+                           engine=engine)
+        [out] = response["outputs"]
+        texts[fmt] = (tmp_path / "out" / out["uri"].removeprefix("s3://out/")).read_text()
+    got = pl.read_csv(io.StringIO(texts["csv"]), schema_overrides={"tags": pl.String,
+                                                                  "point": pl.String})
+    assert got["tags"].to_list() == ['["a","é"]', None]
+    assert got["point"].to_list() == ['{"x":1,"s":"Zürich"}', '{"x":null,"s":null}']
+    records = [json.loads(line) for line in texts["json"].splitlines()]
+    assert [json.loads(t) if t else None for t in got["tags"]] == [r["tags"] for r in records]
+    assert [json.loads(t) for t in got["point"]] == [r["point"] for r in records]
 
 
 # ---------------------------------------------------------------- output keys

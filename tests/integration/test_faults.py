@@ -129,7 +129,8 @@ def test_permanent_faults_end_in_a_typed_error_and_no_output(
 def test_a_missing_output_bucket_is_an_output_error(world: S3Env) -> None:
     request = {"source": f"s3://{BUCKET}/{KEY}", **QUERY,
                "output": {"uri": "s3://no-such-bucket-here/r/"}}
-    with pytest.raises(OutputError, match="no-such-bucket-here"):
+    with pytest.raises(OutputError,
+                       match="the output bucket no-such-bucket-here does not exist"):
         lambda_handler(request, LambdaContext())
 
 

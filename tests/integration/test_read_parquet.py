@@ -5,7 +5,9 @@ polars read as the oracle."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -15,7 +17,7 @@ import s3slice
 from s3slice import RequestError
 from s3slice._demo import sample_table
 from s3slice._local_s3 import LOCAL_CREDENTIALS
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -101,3 +103,20 @@ def test_bad_options_are_request_errors(world: S3Env, kwargs: dict[str, Any],
                                         named: str) -> None:
     with pytest.raises(RequestError, match=named):
         s3slice.read_parquet(URI, **kwargs)
+
+
+def test_the_frame_stats_read_like_the_response_stats(world: S3Env) -> None:
+    """``frame.s3slice.stats`` is the mapping a response's ``stats`` is: the same keys and
+    counts, printed and dumped as a dict; its keys read as attributes too."""
+    frame = s3slice.read_parquet(URI, columns=["col_1"], filter="col_1 <= 20000")
+    stats = frame.s3slice.stats
+    response = invoke({"source": URI, "columns": ["col_1"], "filter": "col_1 <= 20000",
+                       "return_rows": True})
+    assert isinstance(stats, Mapping) and isinstance(stats, dict)
+    assert set(stats) == set(response["stats"])
+    for key in ("objects", "row_groups", "row_groups_read", "rows_in", "rows_out"):
+        assert stats[key] == response["stats"][key] == getattr(stats, key), key
+    assert repr(stats) == repr(dict(stats)) and str(stats) == str(dict(stats))
+    assert json.loads(json.dumps(stats)) == dict(stats)
+    with pytest.raises(AttributeError, match="no_such"):
+        _ = stats.no_such

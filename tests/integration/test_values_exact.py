@@ -184,7 +184,7 @@ def test_int96_from_spark_reads_exactly_at_microseconds(lake: S3Env, query: dict
                 assert dt.datetime.fromisoformat(text) == value
             else:
                 assert (text is None) == (m is None)
-        assert texts[0] == "9999-12-31 03:00:00"
+        assert texts[0] == "9999-12-31T03:00:00"  # ISO 8601, no zone: a naive column
 
 
 @pytest.mark.parametrize("columns", [["ts"], ["id", "ts"]])
@@ -211,7 +211,7 @@ def test_int96_rows_returned_inline_are_exact(lake: S3Env) -> None:
     uri = put(lake, "spark/inline.parquet", spark_int96_file(values))
     response = invoke({"source": uri, "return_rows": True})
     assert [r["ts"] for r in response["rows"]] == [
-        "9999-12-31 03:00:00", None, "2500-01-01 00:00:00.123456"]
+        "9999-12-31T03:00:00", None, "2500-01-01T00:00:00.123456"]
 
 
 @pytest.mark.parametrize("value", [
@@ -310,7 +310,7 @@ def test_int96_inside_structs_and_lists_reads_exactly(lake: S3Env, store_schema:
     assert got["ls"].list.first().struct.field("x").to_list() == list(range(len(values)))
     rows = invoke({"source": uri, "columns": ["id", "s"], "filter": "id = 0",
                    "return_rows": True})["rows"]
-    assert rows == [{"id": 0, "s": {"t": "9999-12-31 03:00:00",
+    assert rows == [{"id": 0, "s": {"t": "9999-12-31T03:00:00",
                                     "raw": base64.b64encode(b"twelve bytes").decode()}}]
     far = put(lake, "spark/nested-far.parquet", nested_int96_file(
         [*values, int96_of(SPARK_FAR)], store_schema=store_schema))

@@ -161,3 +161,74 @@ def test_the_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> N
         out = capsys.readouterr().out
         assert "exit codes:" in out and "  3  a typed error" in out and "  1  an unexpected" in out
         assert "  2  a command line that cannot run" in out
+
+
+def test_output_compression_and_parquet_codec_go_to_the_output() -> None:
+    assert request_of("--columns", "a", "--output", "s3://o/p/", "--format", "json",
+                      "--output-compression", "gzip")["output"] == {
+        "uri": "s3://o/p/", "format": "json", "compression": "gzip"}
+    assert request_of("--columns", "a", "--output", "s3://o/p/",
+                      "--parquet-codec", "snappy")["output"] == {
+        "uri": "s3://o/p/", "format": "parquet", "compression": "snappy"}
+    # A URI naming one object says its format by its extension.
+    assert request_of("--columns", "a", "--output", "s3://o/r.csv.gz",
+                      "--output-compression", "gzip")["output"] == {
+        "uri": "s3://o/r.csv.gz", "format": "csv", "compression": "gzip"}
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--output", "s3://o/p/", "--output-compression", "gzip"], "a Parquet result takes "
+     "--parquet-codec"),
+    (["--output", "s3://o/p/", "--format", "csv", "--parquet-codec", "zstd"],
+     "a csv result takes --output-compression"),
+    (["--parquet-codec", "zstd"], "without --output nothing is written"),
+    (["--output-compression", "gzip", "--print", "csv"], "without --output nothing is written"),
+])
+def test_a_compression_that_does_not_fit_the_output_is_refused(
+        capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    err = refused(capsys, "query", "--source", SOURCE, "--columns", "a", *argv)
+    assert says in err
+
+
+def test_csv_options_need_no_input_format_when_the_key_says_csv() -> None:
+    def request(source: str, *args: str) -> dict[str, Any]:
+        return cli.query_request(cli.build_parser().parse_args(
+            ["query", "--source", source, "--columns", "a", *args]))
+    assert request("s3://b/day.csv", "--delimiter", ";", "--header", "none",
+                   "--quote", "'")["input"] == {
+        "format": "csv", "delimiter": ";", "header": "none", "quote": "'"}
+    assert request("s3://b/day.csv.gz", "--delimiter", ";")["input"] == {
+        "format": "csv", "delimiter": ";"}
+    # A .tsv key keeps its tab when another CSV option is given.
+    assert request("s3://b/day.tsv", "--header", "ignore")["input"] == {
+        "format": "csv", "header": "ignore", "delimiter": "\t"}
+    assert request("s3://b/x.ndjson", "--compression", "gzip")["input"] == {
+        "format": "json", "compression": "gzip"}
+    assert request("s3://b/a.csv", "--input-format", "csv", "--header", "use")["input"] == {
+        "format": "csv", "header": "use"}
+
+
+@pytest.mark.parametrize("source", ["s3://b/k.parquet", "s3://b/prefix/", "s3://b/x.json"])
+def test_csv_options_on_a_key_that_is_not_csv_are_refused(
+        capsys: pytest.CaptureFixture[str], source: str) -> None:
+    err = refused(capsys, "query", "--source", source, "--columns", "a", "--quote", "'")
+    assert "--quote describes a CSV source" in err and "--input-format csv" in err
+
+
+def test_csv_options_on_keys_of_two_formats_are_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, "query", "--source", "s3://b/a.csv", "--source", "s3://b/b.parquet",
+                  "--columns", "a", "--delimiter", ";")
+    assert "give --input-format csv" in err
+
+
+def test_an_unknown_profile_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("[profile dev]\nregion = eu-west-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    for argv in (["query", "--source", SOURCE, "--columns", "a"], ["invoke", "event.json"]):
+        err = refused(capsys, *argv, "--profile", "nosuch")
+        assert "the profile 'nosuch' is not defined" in err and "known: dev" in err

@@ -22,8 +22,6 @@ records are written to S3 instead and ``outputs`` names the object.
 from __future__ import annotations
 
 import io
-import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,15 +38,8 @@ from s3slice._model import (
     one_char,
     parse_output,
 )
-from s3slice._output import (
-    MAX_INLINE_BYTES,
-    NON_FINITE,
-    json_records,
-    output_key,
-    put_all,
-    textual,
-    timed_write,
-)
+from s3slice._output import MAX_INLINE_BYTES, output_key, put_all, timed_write
+from s3slice._textual import json_records, nested_as_json_text, textual
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats
 from s3slice.entry.observe import record_stats
@@ -138,35 +129,11 @@ def s3select_named(frame: pl.DataFrame, expression: str) -> pl.DataFrame:
     return frame.select(pl.nth(i).alias(name) for i, name in enumerate(names))
 
 
-def _nested_as_json_text(frame: pl.DataFrame) -> pl.DataFrame:
-    """A CSV field holds text: a record or a list (``SELECT s.b`` over JSON) is written as
-    its JSON text, as S3 Select writes it; a null stays an empty field."""
-    nested = [name for name, dtype in frame.schema.items()
-              if isinstance(dtype, pl.Struct | pl.List | pl.Array)]
-    if not nested:
-        return frame
-    return frame.with_columns(
-        pl.Series(name, [None if v is None else json.dumps(
-            _finite(v), separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-            default=str) for v in frame[name].to_list()], dtype=pl.String)
-        for name in nested)
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with each NaN or infinity as its string (``_output.NON_FINITE``), as in
-    JSON records: JSON has no such number."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return NON_FINITE[repr(value)]
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
     """Records as S3 Select writes them: CSV without a header, or one JSON object per
-    record, each followed by the record delimiter. Returns the bytes and the format."""
+    record, each followed by the record delimiter, values by :mod:`s3slice._values`' rule
+    (a record or a list in a CSV field is its JSON text, as S3 Select writes it). Returns
+    the bytes and the format."""
     field = "OutputSerialization"
     spec = _mapping(raw, field)
     formats = [k for k in ("CSV", "JSON") if k in spec]
@@ -187,7 +154,7 @@ def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
         raise RequestError(f"must be ASNEEDED or ALWAYS, got {quote_fields!r}",
                            field=f"{where}.QuoteFields")
     buf = io.BytesIO()
-    frame = _nested_as_json_text(textual(frame))
+    frame = nested_as_json_text(textual(frame))
     frame.write_csv(buf, include_header=False,
                     separator=one_char(options, "FieldDelimiter", ",", where),
                     quote_char=one_char(options, "QuoteCharacter", '"', where),

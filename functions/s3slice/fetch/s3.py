@@ -88,6 +88,15 @@ def _map_error(e: BaseException, uri: str) -> Exception:
     return ObjectError(text, uri=uri)
 
 
+def _no_such_bucket(e: BaseException) -> bool:
+    """Whether a PUT failed for want of its bucket: S3 answers a PUT 404 only so
+    (``NoSuchBucket``; obstore reports the status as not found)."""
+    import obstore.exceptions as oe
+
+    return (isinstance(e, oe.NotFoundError | FileNotFoundError)
+            or _status_and_code(str(e))[1] == "NoSuchBucket" or "NoSuchBucket" in str(e))
+
+
 #: S3's error codes that ask the caller to slow down.
 THROTTLING_CODES = frozenset({"SlowDown", "ThrottlingException", "RequestLimitExceeded",
                               "TooManyRequestsException"})
@@ -329,6 +338,9 @@ class S3Fetcher:
         except BaseException as e:
             if not (isinstance(e, Exception) or is_native_panic(e)):
                 raise
+            if _no_such_bucket(e):
+                raise OutputError(f"the output bucket {bucket} does not exist: cannot write "
+                                  f"s3://{bucket}/{key}") from e
             raise OutputError(f"cannot write s3://{bucket}/{key}: {first_line(e)}") from e
         # A file larger than one part goes up as a multipart upload: create, the parts,
         # complete.

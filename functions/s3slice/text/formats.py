@@ -29,15 +29,10 @@ import polars as pl
 import pyarrow as pa
 
 from s3slice._errors import ObjectFormatError, QueryError, RequestError
-from s3slice._model import Compression, InputFormat, InputSpec
+from s3slice._model import Compression, InputSpec
+from s3slice.contract import source_format
 from s3slice.fetch.image import tmp_dir_error
 from s3slice.text.bounds import check_lines, check_width, decompressed_chunks
-
-#: Key extensions that name a text format (checked after a compression extension).
-FORMAT_EXTENSIONS: dict[str, InputFormat] = {
-    ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json",
-    ".parquet": "parquet", ".pq": "parquet"}
-COMPRESSION_EXTENSIONS = (".gz", ".gzip", ".bz2", ".zst", ".zstd")
 
 
 def input_for_key(key: str, spec: InputSpec | None) -> InputSpec:
@@ -45,16 +40,11 @@ def input_for_key(key: str, spec: InputSpec | None) -> InputSpec:
     (compression is then detected from the data), else Parquet."""
     if spec is not None:
         return spec
-    name = key.rsplit("/", 1)[-1].lower()
-    for ext in COMPRESSION_EXTENSIONS:
-        if name.endswith(ext):
-            name = name[: -len(ext)]
-            break
-    dot = name.rfind(".")
-    fmt = FORMAT_EXTENSIONS.get(name[dot:], "parquet") if dot > 0 else "parquet"
+    fmt, name = source_format(key)
     if fmt == "parquet":
         return InputSpec(format="parquet")
-    return InputSpec(format=fmt, compression="auto", strings_only=False, json_type="auto",
+    return InputSpec(format=fmt, compression="auto",  # type: ignore[arg-type]
+                     strings_only=False, json_type="auto",
                      delimiter="\t" if name.endswith(".tsv") else ",")
 
 
@@ -318,4 +308,8 @@ def collect_text(lf: pl.LazyFrame, spec: InputSpec, *, uri: str,
 
 def _format_error(e: BaseException, spec: InputSpec, uri: str) -> ObjectFormatError:
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if spec.format == "csv" and "more fields" in first:
+        first += (f" (a record has more fields than the header: is {spec.delimiter!r} the "
+                  "delimiter, and is each field holding it quoted? give the delimiter as "
+                  "input.delimiter, or --delimiter)")
     return ObjectFormatError(f"cannot read as {spec.format.upper()}: {first}", uri=uri)
