@@ -37,13 +37,13 @@ def _constant(node: exp.Expr) -> tuple[bool, Any, str | None]:
 
 
 def _one_kind(values: list[Any]) -> bool:
-    """Whether the constants of an IN list are of one kind (integers and exact decimals
-    are one): polars compares a column with the list's common type, so a list that mixes
-    a float with other constants compares every value as a float (``c IN
-    (1234567890123.4567, 1.5e0)`` holds for ``1234567890123.4568``), not each as itself,
-    as the statistics would judge it."""
+    """Whether no float shares an IN list with constants of another kind: polars compares
+    a column with the list's common type, so a list that mixes a float with other
+    constants compares every value as a float (``c IN (1234567890123.4567, 1.5e0)``
+    holds for ``1234567890123.4568``), not each as itself, as the statistics would judge
+    it. Other mixes (text beside a ``DATE``) are each read in the column's own type."""
     kinds = {"number" if type(v) in (int, decimal.Decimal) else type(v) for v in values}
-    return len(kinds) == 1
+    return float not in kinds or len(kinds) == 1
 
 
 def _is_source_column(node: exp.Expr) -> bool:
