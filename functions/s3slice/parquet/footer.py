@@ -126,7 +126,9 @@ def arrow_schema(footer: Footer) -> pa.Schema:
     int96 = {tops[i] for i in range(md.num_columns)
              if md.schema.column(i).physical_type == "INT96"}
     stored = stored_arrow_schema(md) if int96 else None
-    for name in sorted(int96) if stored is not None else []:
+    for name in sorted(int96):
+        if stored is None:
+            break
         i, j = schema.get_field_index(name), stored.get_field_index(name)
         if i >= 0 and j >= 0:
             schema = schema.set(i, schema.field(i).with_type(
