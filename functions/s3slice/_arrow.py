@@ -107,9 +107,38 @@ def int96_timestamps(column: pa.ChunkedArray[Any], typ: pa.DataType) -> pa.Chunk
     ``typ`` says, the column's type with each INT96 a microsecond timestamp: each such
     value exactly as Spark reads it, ``(day - 2440588) * 86400 s`` plus the nanoseconds
     truncated to microseconds, also inside structs and lists. A ``ValueError`` names the
-    first value outside :data:`INT96_YEARS` or whose nanoseconds are not a time of day."""
+    first value outside :data:`INT96_YEARS`, whose nanoseconds are not a time of day, or
+    of Julian day 0 (which pyarrow reads as 1970-01-01, whatever its nanoseconds, where
+    Spark and DuckDB read 4714-11-24 BC: fastparquet writes its int64s there for some
+    time zones)."""
     chunks = [_exact(c, typ) for c in column.chunks]
     return pa.chunked_array(chunks, type=cast(Any, chunks[0].type if chunks else typ))
+
+
+def zoned(read: pa.DataType, stored: pa.DataType) -> pa.DataType:
+    """``read`` (a type as Parquet's schema gives it, INT96 as a timestamp without a zone)
+    with each timestamp that has no zone given the one ``stored`` (the Arrow schema its
+    writer stored) has at the same place, in structs, lists and maps too: an INT96 value
+    is an instant (UTC), and its writer's zone is how polars and Spark show it."""
+    r: Any = read
+    s: Any = stored
+    if pa.types.is_timestamp(r) and pa.types.is_timestamp(s):
+        return pa.timestamp(r.unit, tz=s.tz) if r.tz is None and s.tz else read
+    if pa.types.is_struct(r) and pa.types.is_struct(s):
+        return pa.struct([f if s.get_field_index(f.name) < 0 else f.with_type(
+            zoned(f.type, s.field(s.get_field_index(f.name)).type)) for f in r])
+    if pa.types.is_map(r) and pa.types.is_map(s):
+        return cast(pa.DataType, cast(Any, pa.map_)(
+            r.key_field.with_type(zoned(r.key_type, s.key_type)),
+            r.item_field.with_type(zoned(r.item_type, s.item_type)), keys_sorted=r.keys_sorted))
+    nested = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if any(t(r) for t in nested) and any(t(s) for t in nested):
+        item = r.value_field.with_type(zoned(r.value_type, s.value_type))
+        if pa.types.is_large_list(r):
+            return pa.large_list(item)
+        return cast(pa.DataType, pa.list_(item, r.list_size) if pa.types.is_fixed_size_list(r)
+                    else pa.list_(item))
+    return read
 
 
 def _exact(arr: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:
@@ -165,9 +194,16 @@ def _int96_chunk(chunk: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:
         - JULIAN_EPOCH_DAY})
     bad = parts.filter(pl.col("valid") & (
         (pl.col("days") < INT96_DAYS[0]) | (pl.col("days") >= INT96_DAYS[1])
-        | (pl.col("nanos") < 0) | (pl.col("nanos") >= _DAY_NS)))
+        | (pl.col("nanos") < 0) | (pl.col("nanos") >= _DAY_NS)
+        | (pl.col("days") == -JULIAN_EPOCH_DAY)))
     if bad.height:
         first = bad.row(0, named=True)
+        if first["days"] == -JULIAN_EPOCH_DAY:
+            raise ValueError(
+                f"an INT96 value of Julian day 0 ({first['nanos']} ns into the day) has no "
+                "instant its readers agree on: pyarrow reads 1970-01-01 00:00:00, Spark and "
+                "DuckDB 4714-11-24 BC (a writer's placeholder, or bytes that are no INT96 "
+                "timestamp): it cannot be read exactly")
         raise ValueError(
             f"an INT96 value (Julian day {first['days'] + JULIAN_EPOCH_DAY}, "
             f"{first['nanos']} ns into the day) is no instant of the years "

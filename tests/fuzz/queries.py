@@ -93,7 +93,10 @@ class Generator:
         kind, dtype = self.kinds[name], self.frame.schema[name]
         rng = self.rng
         if column.len() and rng.random() < 0.7:
-            return literal(column[rng.randrange(column.len())], kind, dtype)
+            try:
+                return literal(column[rng.randrange(column.len())], kind, dtype)
+            except (OverflowError, ValueError):  # a date Python's datetime cannot hold
+                pass
         if kind == "int":
             bits = _INT_EDGES.get(type(dtype) if not isinstance(dtype, type) else dtype, 63)
             edge = (1 << bits) - 1

@@ -97,6 +97,12 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
             f"corrupt Parquet metadata: pyarrow's reader reached {e}, outside the column "
             "chunks' extents in the footer; nothing unfetched is decoded", uri=obj.uri) from e
     except (OSError, pa.ArrowException, ValueError) as e:
+        # What pyarrow cannot decode (DuckDB's DELTA_BINARY_PACKED, for one) polars may:
+        # unfiltered, counted, then filtered, as where pyarrow's count is wrong.
+        frame = None if polars_rows is not None else _polars_instead(
+            obj, image, plan, groups, rows, whole=whole, exact96=bool(exact96))
+        if frame is not None and frame.height == expected:
+            return collect(analysis.prefilter(frame.lazy())), "polars"
         raise ObjectFormatError(f"corrupt Parquet data: {e}", uri=obj.uri) from e
     wrong = next(((g, t.num_rows) for g, t in zip(groups, pieces, strict=True)
                   if t.num_rows != md.row_group(g).num_rows), None)
@@ -122,6 +128,21 @@ def decode(obj: ObjectRef, image: Image | None, plan: Plan, groups: Sequence[int
     # The row groups stay separate chunks: rechunking would copy the whole decoded table
     # once more, at twice its memory for a moment.
     return collect(analysis.prefilter(to_polars(table).lazy())), "pyarrow"
+
+
+def _polars_instead(obj: ObjectRef, image: Image, plan: Plan, groups: Sequence[int],
+                    rows: tuple[int, int] | None, *, whole: bool, exact96: bool
+                    ) -> pl.DataFrame | None:
+    """polars' unfiltered decode of the plan's columns in ``groups`` where pyarrow failed,
+    when polars may read them (None otherwise, or when it fails too): a struct column
+    read in part by pyarrow is read whole, when the image holds all of it."""
+    columns = list(plan.columns)
+    schema = plan.footer.arrow_schema
+    if not (whole or rows is not None) or exact96 or foreign_time_zones(
+            pa.schema([schema.field(c) for c in columns])) or not polars_held(
+            image, plan, groups):
+        return None
+    return _try_polars(obj, image, columns, schema, None, rows=rows)
 
 
 def polars_held(image: Image, plan: Plan, groups: Sequence[int]) -> bool:

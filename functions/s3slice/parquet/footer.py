@@ -3,6 +3,7 @@ the bytes before it that the same suffix read brought (page index, Bloom filters
 
 from __future__ import annotations
 
+import base64
 import collections
 import dataclasses
 import struct
@@ -13,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3slice._arrow import zoned
 from s3slice._errors import ObjectFormatError
 from s3slice._ranges import Range
 from s3slice.parquet import crypto as _crypto
@@ -113,10 +115,37 @@ INT96_UNIT = "us"
 
 
 def arrow_schema(footer: Footer) -> pa.Schema:
-    """The Arrow schema of the object as its readers decode it, INT96 at :data:`INT96_UNIT`."""
+    """The Arrow schema of the object as its readers decode it, INT96 at :data:`INT96_UNIT`
+    in the time zone its writer's stored Arrow schema gives it (pyarrow's reader drops
+    that zone for INT96, polars keeps it)."""
     reader = pq.ParquetFile(pa.BufferReader(MAGIC + footer.raw), metadata=footer.metadata,
                             coerce_int96_timestamp_unit=INT96_UNIT)
-    return reader.schema_arrow
+    schema = reader.schema_arrow
+    md = footer.metadata
+    tops = footer.leaf_tops
+    int96 = {tops[i] for i in range(md.num_columns)
+             if md.schema.column(i).physical_type == "INT96"}
+    stored = stored_arrow_schema(md) if int96 else None
+    for name in sorted(int96):
+        if stored is None:
+            break
+        i, j = schema.get_field_index(name), stored.get_field_index(name)
+        if i >= 0 and j >= 0:
+            schema = schema.set(i, schema.field(i).with_type(
+                zoned(schema.field(i).type, stored.field(j).type)))
+    return schema
+
+
+def stored_arrow_schema(md: pq.FileMetaData) -> pa.Schema | None:
+    """The Arrow schema the writer stored in the footer (``ARROW:schema``), or None when
+    there is none or it cannot be read."""
+    value = (md.metadata or {}).get(b"ARROW:schema")
+    if value is None:
+        return None
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(value)))
+    except (ValueError, pa.ArrowException):
+        return None
 
 
 #: What is derived from a footer's metadata, by the metadata's identity (each entry keeps
