@@ -42,6 +42,7 @@ from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
 from .library_nag import PipelineFunctionAcknowledgments
 from .pipeline_workflow import PipelineWorkflowProps, add_workflow
+from .query_check import check_query
 from .settings import KEY_CHARACTERS, OUTPUT_FORMATS, QUERY_FIELDS, OutputFormat, SettingsError
 from .triggers import object_queues
 from .workflow import Workflow
@@ -273,6 +274,7 @@ def _check(props: PipelineProps, path: str) -> None:
     if unknown:
         raise SettingsError(f"{path}: query: unknown keys {sorted(unknown)}; allowed: "
                             f"{sorted(QUERY_FIELDS)}")
+    check_query(props.query, path)
     text = json.dumps(dict(props.query))
     if _PLACEHOLDER.search(text):
         raise SettingsError(f"{path}: query: {_PLACEHOLDER.search(text)[0]!r} would be "  # type: ignore[index]

@@ -335,6 +335,8 @@ class StackSettings:
         if unknown:
             raise SettingsError(f"query: unknown keys {sorted(unknown)}; "
                                 f"allowed: {sorted(QUERY_FIELDS)}")
+        from .query_check import check_query  # it imports this module
+        check_query(self.query, "settings")
         if self.alarm_topic_arn is not None and not _TOPIC_ARN.match(self.alarm_topic_arn):
             raise SettingsError(f"alarmTopicArn: {self.alarm_topic_arn!r} is not an SNS topic ARN")
         for prefix_name in ("output_prefix", "workflow_results_prefix"):
