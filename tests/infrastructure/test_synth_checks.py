@@ -165,3 +165,63 @@ def test_the_check_imports_neither_polars_nor_pyarrow(stand_in_layer: Path) -> N
     assert done.returncode == 0, done.stderr
     assert "Stack/Bad: query: FilterSyntaxError: filter: cannot parse 'a >'" in done.stdout
     assert "heavy: []" in done.stdout
+
+
+@pytest.mark.parametrize(("props", "prop", "says"), [
+    ({"memory_size": 20000}, "memory_size", "128 to 10240"),
+    ({"memory_size": 127}, "memory_size", "128 to 10240"),
+    ({"ephemeral_storage_size": 511}, "ephemeral_storage_size", "512 to 10240"),
+    ({"timeout_seconds": 901}, "timeout_seconds", "1 to 900"),
+    ({"timeout_seconds": 3}, "timeout_seconds", "stops 3 s before its timeout"),
+    ({"timeout_seconds": 1}, "timeout_seconds", "every invocation would fail"),
+    ({"python_version": "3.10"}, "python_version", "3.11, 3.12, 3.13, 3.14"),
+    ({"snap_start": True, "ephemeral_storage_size": 4096}, "ephemeral_storage_size",
+     "set ephemeral_storage_size=512"),
+    ({"snap_start": True, "ephemeral_storage_size": 512, "python_version": "3.11"},
+     "python_version", "SnapStart supports"),
+    ({"reserved_concurrency": -1}, "reserved_concurrency", "0 or more"),
+])
+def test_function_props_out_of_lambdas_ranges_fail_at_synth(
+        stand_in_layer: Path, props: dict[str, Any], prop: str, says: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        ReadFunction(bare_stack(), "Reader", props=ReadFunctionProps(
+            layer_dir=stand_in_layer, **props))
+    assert str(raised.value).startswith(f"Bare/Reader: {prop}: "), raised.value
+    assert says in str(raised.value)
+
+
+@pytest.mark.parametrize("props", [
+    {"memory_size": 128, "timeout_seconds": 4}, {"memory_size": 10240, "timeout_seconds": 900},
+    {"snap_start": True, "ephemeral_storage_size": 512, "python_version": "3.12"},
+])
+def test_function_props_at_lambdas_bounds_synthesize(stand_in_layer: Path,
+                                                     props: dict[str, Any]) -> None:
+    stack = bare_stack()
+    ReadFunction(stack, "Reader", props=ReadFunctionProps(layer_dir=stand_in_layer, **props))
+    template = cdk.assertions.Template.from_stack(stack)
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "MemorySize": props["memory_size"]} if "memory_size" in props else {})
+
+
+def test_the_apps_timeout_must_outlast_the_functions_margin() -> None:
+    from s3slice_cdk.settings import StackSettings
+    with pytest.raises(SettingsError, match="timeoutSeconds: must be between 4 and 900"):
+        StackSettings(timeout_seconds=3)
+    assert StackSettings(timeout_seconds=4).timeout_seconds == 4
+
+
+def test_a_missing_layer_speaks_to_a_library_user(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the repository there is no layers/build.py and no --context layerDir."""
+    from s3slice_cdk import function
+    monkeypatch.setattr(function, "IN_REPOSITORY", False)
+    with pytest.raises(function.LayerNotBuiltError) as raised:
+        ReadFunction(bare_stack(), "Reader", props=ReadFunctionProps(
+            layer_dir=tmp_path / "missing"))
+    text = str(raised.value)
+    assert "layers/build.py" not in text and "--context" not in text
+    assert "layer_dir" in text and "s3slice-layer-<version>-python3.13-arm64.zip" in text
+    monkeypatch.setattr(function, "IN_REPOSITORY", True)
+    with pytest.raises(function.LayerNotBuiltError, match="layers/build.py"):
+        ReadFunction(bare_stack(), "Reader2", props=ReadFunctionProps(
+            layer_dir=tmp_path / "missing"))
