@@ -225,3 +225,68 @@ def test_a_missing_layer_speaks_to_a_library_user(tmp_path: Path,
     with pytest.raises(function.LayerNotBuiltError, match="layers/build.py"):
         ReadFunction(bare_stack(), "Reader2", props=ReadFunctionProps(
             layer_dir=tmp_path / "missing"))
+
+
+# ------------------------------------------------------------------ alarms and outputs
+def _warnings(stack: cdk.Stack) -> list[str]:
+    found = cdk.assertions.Annotations.from_stack(stack).find_warning(
+        "*", cdk.assertions.Match.string_like_regexp(".*alarm_topic.*"))
+    return [str(w.entry.data) for w in found]
+
+
+def test_a_pipeline_without_alarm_topic_is_flagged_at_synth(stand_in_layer: Path) -> None:
+    stack = bare_stack()
+    _pipeline(stack, stand_in_layer, {})
+    [warning] = _warnings(stack)
+    assert "Bare/Orders: alarm_topic is not set" in warning and "notify nobody" in warning
+    template = cdk.assertions.Template.from_stack(stack)
+    for alarm in template.find_resources("AWS::CloudWatch::Alarm").values():
+        assert "AlarmActions" not in alarm["Properties"]
+
+
+def test_a_pipeline_with_alarm_topic_routes_every_alarm(stand_in_layer: Path) -> None:
+    from aws_cdk import aws_sns as sns
+    stack = bare_stack()
+    topic = sns.Topic(stack, "Ops")
+    function = ReadFunction(stack, "Fn", props=ReadFunctionProps(layer_dir=stand_in_layer))
+    # Two pipelines share the function: its alarms are made once.
+    made = [Pipeline(stack, name, props=PipelineProps(
+        function=function, source_bucket=s3.Bucket.from_bucket_name(
+            stack, f"{name}In", f"acme-{name.lower()}-in"),
+        source_prefix="x/", output_bucket=s3.Bucket.from_bucket_name(
+            stack, f"{name}Out", f"acme-{name.lower()}-out"), output_prefix="y/",
+        alarm_topic=topic)) for name in ("A", "B")]
+    made[0].add_workflow()
+    assert _warnings(stack) == []
+    assert made[0].function_alarms is made[1].function_alarms
+    template = cdk.assertions.Template.from_stack(stack)
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    # Two DeadLetters, one workflow's Failures, the function's Errors and Throttles.
+    assert len(alarms) == 5
+    described = sorted(a["Properties"]["AlarmDescription"].split(":")[1] for a in
+                       alarms.values() if a["Properties"]["AlarmDescription"].startswith(
+                           "s3slice function"))
+    assert described == [" invocations failed (its log's 'message failed' lines say why)",
+                         " invocations were throttled (concurrency limits)"]
+    for alarm in alarms.values():
+        assert len(alarm["Properties"]["AlarmActions"]) == 1
+        assert len(alarm["Properties"]["OKActions"]) == 1
+
+
+def test_each_pipeline_outputs_its_parts(stand_in_layer: Path) -> None:
+    stack = bare_stack()
+    made = _pipeline(stack, stand_in_layer, {})
+    made.add_workflow()
+    outputs = cdk.assertions.Template.from_stack(stack).find_outputs("*")
+    mine = {o["Description"].split(": ", 1)[1]: o["Value"] for o in outputs.values()
+            if o.get("Description", "").startswith("s3slice Bare/Orders")}
+    assert made.workflow is not None
+    assert mine == {
+        "the function its messages invoke": stack.resolve(
+            made.props.function.invoked.function_name),
+        "the queue of its objects' events": stack.resolve(made.queue.queue_url),
+        "the dead-letter queue (inspect and redrive)": stack.resolve(
+            made.dead_letter_queue.queue_url),
+        "its workflow's state machine (runs the query over the whole prefix)": stack.resolve(
+            made.workflow.state_machine.state_machine_arn),
+    }
