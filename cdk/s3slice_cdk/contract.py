@@ -106,3 +106,5 @@ CHECK_FIELDS: frozenset[str] = frozenset(names(_contract, "CHECK_FIELDS"))
 #: The folder under an output location where map batches leave their partial answers
 #: (``<output uri><PARTIALS>/<run>/``).
 PARTIALS: str = name(_contract, "PARTIALS")
+#: The function refuses to start work with less than this left before its timeout.
+SAFETY_MARGIN_MS: int = int(_contract.SAFETY_MARGIN_MS)

@@ -15,13 +15,15 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from .code_asset import function_code
-from .contract import FUNCTION_CODE_DIR
+from .contract import FUNCTION_CODE_DIR, IN_REPOSITORY, SAFETY_MARGIN_MS
 from .settings import (
     ARCHITECTURES,
     PYTHON_VERSIONS,
+    SNAPSTART_MAX_EPHEMERAL_STORAGE_MB,
     SNAPSTART_PYTHON_VERSIONS,
     Architecture,
     OutputFormat,
+    SettingsError,
 )
 from .tuning import FunctionSettings
 
@@ -66,10 +68,14 @@ def check_layer_dir(layer_dir: Path, *, architecture: Architecture, python_versi
     and Python."""
     release = layer_zip_name("<version>", architecture=architecture,
                              python_version=python_version)
-    how = (f"Build it first with `python layers/build.py --arch {architecture} "
-           f"--python {python_version}`, or point the app at a built layer with "
-           "`--context layerDir=PATH` (a directory that contains python/), or give a "
-           f"release's layer zip ({release}).")
+    if IN_REPOSITORY:  # the repository's own app: its layer build and context
+        how = (f"Build it first with `python layers/build.py --arch {architecture} "
+               f"--python {python_version}`, or point the app at a built layer with "
+               "`--context layerDir=PATH` (a directory that contains python/), or give a "
+               f"release's layer zip ({release}).")
+    else:
+        how = (f"Give layer_dir a release's layer zip ({release}), or a directory that "
+               "contains python/ with the layer's packages.")
     if layer_dir.suffix == ".zip":
         if not layer_dir.is_file():
             raise LayerNotBuiltError(f"the Lambda layer zip {layer_dir} does not exist. {how}")
@@ -177,6 +183,7 @@ class ReadFunction(Construct):
     def __init__(self, scope: Construct, construct_id: str, *,
                  props: ReadFunctionProps) -> None:
         super().__init__(scope, construct_id)
+        check_props(props, self.node.path)
         check_layer_dir(props.layer_dir, architecture=props.architecture,
                         python_version=props.python_version)
         #: The runtime's Python version, ``3.13``.
@@ -248,6 +255,49 @@ class ReadFunction(Construct):
                 description="s3slice: the published, SnapStart-enabled version every "
                             "trigger invokes")
             self.invoked = self.alias
+
+
+def check_props(props: ReadFunctionProps, path: str) -> None:
+    """Refuse (:class:`SettingsError`, naming ``path`` and the prop) what CloudFormation or
+    Lambda would refuse at deploy, or what would make every invocation fail."""
+    def refuse(prop: str, why: str) -> SettingsError:
+        return SettingsError(f"{path}: {prop}: {why}")
+
+    for prop, value, low, high in (
+            ("memory_size", props.memory_size, 128, 10240),
+            ("ephemeral_storage_size", props.ephemeral_storage_size, 512, 10240),
+            ("timeout_seconds", props.timeout_seconds, 1, 900),
+            ("log_retention_days", props.log_retention_days, 1, 3653)):
+        if type(value) is not int or not low <= value <= high:
+            raise refuse(prop, f"must be a whole number from {low} to {high} (Lambda's "
+                               f"range), got {value!r}")
+    margin = SAFETY_MARGIN_MS / 1000
+    if props.timeout_seconds <= margin:
+        raise refuse("timeout_seconds", f"{props.timeout_seconds} s leaves no time to work: "
+                     f"the function stops {margin:g} s before its timeout so that nothing is "
+                     f"left half-written, so every invocation would fail; give more than "
+                     f"{margin:g} (a read of one object usually needs 30 or more)")
+    if props.reserved_concurrency is not None and props.reserved_concurrency < 0:
+        raise refuse("reserved_concurrency", f"must be 0 or more, got "
+                     f"{props.reserved_concurrency}")
+    if props.architecture not in ARCHITECTURES:
+        raise refuse("architecture", f"must be one of {', '.join(ARCHITECTURES)} (the "
+                     f"layer's), got {props.architecture!r}")
+    if props.python_version not in PYTHON_VERSIONS:
+        raise refuse("python_version", f"the layer is built for Python "
+                     f"{', '.join(PYTHON_VERSIONS)}, got {props.python_version!r}")
+    if props.snap_start:
+        if props.python_version not in SNAPSTART_PYTHON_VERSIONS:
+            raise refuse("python_version", f"{props.python_version} cannot be used with "
+                         "snap_start=True: Lambda SnapStart supports the Python runtimes "
+                         f"{', '.join(SNAPSTART_PYTHON_VERSIONS)} only; set python_version "
+                         "(and the layer's) to one of them, or snap_start=False")
+        if props.ephemeral_storage_size > SNAPSTART_MAX_EPHEMERAL_STORAGE_MB:
+            raise refuse("ephemeral_storage_size", f"{props.ephemeral_storage_size} MB of /tmp "
+                         f"cannot be used with snap_start=True: Lambda SnapStart allows at "
+                         f"most {SNAPSTART_MAX_EPHEMERAL_STORAGE_MB} MB; set "
+                         f"ephemeral_storage_size={SNAPSTART_MAX_EPHEMERAL_STORAGE_MB}, or "
+                         "snap_start=False")
 
 
 #: CloudWatch Logs' retention choices in days (FOUR_YEARS is not in CDK's enum).

@@ -26,10 +26,8 @@ from typing import Any
 
 from aws_cdk import Aspects, Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
@@ -41,7 +39,9 @@ from .function import ReadFunction
 from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
 from .library_nag import PipelineFunctionAcknowledgments
+from .pipeline_ops import FunctionAlarms, notify, output, warn_unrouted
 from .pipeline_workflow import PipelineWorkflowProps, add_workflow
+from .query_check import check_query
 from .settings import KEY_CHARACTERS, OUTPUT_FORMATS, QUERY_FIELDS, OutputFormat, SettingsError
 from .triggers import object_queues
 from .workflow import Workflow
@@ -113,8 +113,11 @@ class Pipeline(Construct):
     Attributes: ``props``, ``rule``, ``queue``, ``dead_letter_queue``, ``event_source``,
     ``dead_letters`` (the alarm), ``watched`` and ``output`` (``BucketPrefix``),
     ``message`` (the input transformer's object, with its tokens), ``accounts``,
-    ``acknowledgments``, and after :meth:`add_workflow` ``workflow`` and
-    ``workflow_failures``.
+    ``acknowledgments``, ``function_alarms`` (the function's ``Errors`` and ``Throttles``,
+    shared by its pipelines), and after :meth:`add_workflow` ``workflow`` and
+    ``workflow_failures``. Outputs: ``FunctionName``, ``QueueUrl``, ``DeadLetterQueueUrl``,
+    and ``StateMachineArn`` after :meth:`add_workflow`. Without ``alarm_topic`` the
+    alarms notify nobody, and synth warns (``s3slice:alarms-unrouted``).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, props: PipelineProps) -> None:
@@ -198,20 +201,18 @@ class Pipeline(Construct):
         #: The prefix workflow (:meth:`add_workflow`) and its alarm; none until added.
         self.workflow: Workflow | None = None
         self.workflow_failures: cloudwatch.Alarm | None = None
+        #: The function's ``Errors`` and ``Throttles`` alarms (shared by its pipelines).
+        self.function_alarms = FunctionAlarms.of(function, props.alarm_topic)
         if props.alarm_topic is not None:
-            action = cw_actions.SnsAction(props.alarm_topic)
-            self.dead_letters.add_alarm_action(action)
-            self.dead_letters.add_ok_action(action)
-            props.alarm_topic.add_to_resource_policy(iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[props.alarm_topic.topic_arn],
-                conditions={
-                    "ArnLike": {"aws:SourceArn": self.dead_letters.alarm_arn},
-                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
-                },
-            ))
-
+            notify([self.dead_letters], props.alarm_topic)
+        else:
+            warn_unrouted(self, "DeadLetters, the function's Errors and Throttles, and its "
+                                "workflow's Failures once added")
+        output(self, "FunctionName", function.invoked.function_name,
+               "the function its messages invoke")
+        output(self, "QueueUrl", self.queue.queue_url, "the queue of its objects' events")
+        output(self, "DeadLetterQueueUrl", self.dead_letter_queue.queue_url,
+               "the dead-letter queue (inspect and redrive)")
 
     def add_workflow(self, props: PipelineWorkflowProps | None = None) -> Workflow:
         """Add the prefix workflow (Distributed Map + reduce step) over the source prefix,
@@ -219,6 +220,8 @@ class Pipeline(Construct):
         if self.workflow is not None:
             raise SettingsError(f"{self.node.path}: the workflow was added already")
         self.workflow = add_workflow(self, props or PipelineWorkflowProps())
+        output(self, "StateMachineArn", self.workflow.state_machine.state_machine_arn,
+               "its workflow's state machine (runs the query over the whole prefix)")
         return self.workflow
 
 
@@ -273,6 +276,7 @@ def _check(props: PipelineProps, path: str) -> None:
     if unknown:
         raise SettingsError(f"{path}: query: unknown keys {sorted(unknown)}; allowed: "
                             f"{sorted(QUERY_FIELDS)}")
+    check_query(props.query, path)
     text = json.dumps(dict(props.query))
     if _PLACEHOLDER.search(text):
         raise SettingsError(f"{path}: query: {_PLACEHOLDER.search(text)[0]!r} would be "  # type: ignore[index]

@@ -21,16 +21,15 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from aws_cdk import Aws, Duration, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_iam as iam
 
 from . import grants
 from .contract import PARTIALS
 from .grants import KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
 from .nag import Acknowledged, acknowledge_workflow
+from .pipeline_ops import notify
 from .settings import KEY_CHARACTERS, SettingsError, is_glue_table
 from .workflow import Workflow, WorkflowProps
 
@@ -132,14 +131,7 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
     )
     if p.alarm_topic is not None:
-        action = cw_actions.SnsAction(p.alarm_topic)
-        failures.add_alarm_action(action)
-        failures.add_ok_action(action)
-        p.alarm_topic.add_to_resource_policy(iam.PolicyStatement(
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["sns:Publish"], resources=[p.alarm_topic.topic_arn],
-            conditions={"ArnLike": {"aws:SourceArn": failures.alarm_arn},
-                        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}))
+        notify([failures], p.alarm_topic)
     pipeline.workflow_failures = failures
     return workflow
 

@@ -36,7 +36,7 @@ query                               ``{}`` (all columns and rows)  the query app
                                                                    triggered objects (JSON)
 memorySize                          3008                           MB, 128..10240
 ephemeralStorageSize                4096                           MB of /tmp, 512..10240
-timeoutSeconds                      300                            1..900
+timeoutSeconds                      300                            4..900
 architecture                        ``arm64``                      arm64 or x86_64
 pythonVersion                       ``3.13``                       Lambda Python runtime
 reservedConcurrency                 (none)                         reserved concurrent
@@ -101,6 +101,7 @@ from typing import Any, Literal, cast, get_args
 from .contract import FUNCTION_CODE_DIR as FUNCTION_CODE_DIR
 from .contract import OUTPUT_FORMATS as OUTPUT_FORMATS
 from .contract import QUERY_FIELDS as QUERY_FIELDS
+from .contract import SAFETY_MARGIN_MS
 
 #: The repository root: ``cdk/`` is one level below it. Relative paths resolve here.
 REPO_DIR = Path(__file__).resolve().parent.parent.parent
@@ -299,7 +300,8 @@ class StackSettings:
             raise SettingsError(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         _check_range("memory_size", self.memory_size, 128, 10240)
         _check_range("ephemeral_storage_size", self.ephemeral_storage_size, 512, 10240)
-        _check_range("timeout_seconds", self.timeout_seconds, 1, 900)
+        _check_range("timeout_seconds", self.timeout_seconds,
+                     SAFETY_MARGIN_MS // 1000 + 1, 900)
         _check_range("log_retention_days", self.log_retention_days, 1, 3653)
         _check_range("batch_size", self.batch_size, 1, 10000)
         _check_range("max_batching_window_seconds", self.max_batching_window_seconds, 0, 300)
@@ -335,6 +337,8 @@ class StackSettings:
         if unknown:
             raise SettingsError(f"query: unknown keys {sorted(unknown)}; "
                                 f"allowed: {sorted(QUERY_FIELDS)}")
+        from .query_check import check_query  # it imports this module
+        check_query(self.query, "settings")
         if self.alarm_topic_arn is not None and not _TOPIC_ARN.match(self.alarm_topic_arn):
             raise SettingsError(f"alarmTopicArn: {self.alarm_topic_arn!r} is not an SNS topic ARN")
         for prefix_name in ("output_prefix", "workflow_results_prefix"):

@@ -69,6 +69,7 @@ from constructs import Construct
 
 from .contract import BATCH_INPUT_FIELDS, CHECK_FIELDS, REDUCE_FIELDS
 from .function import retention
+from .query_check import check_query
 from .settings import OutputFormat
 from .workflow_states import (
     LAMBDA_RETRYABLE_ERRORS,
@@ -170,6 +171,7 @@ class Workflow(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: WorkflowProps) -> None:
         super().__init__(scope, construct_id)
+        check_query(props.default_query, self.node.path)
         self.node.set_context(RESULT_WRITER_V2_FLAG, True)
 
         defaults = sfn.Pass(

@@ -19,6 +19,10 @@ BATCH_INPUT_FIELDS = frozenset({"bucket", "query", "output", "run"})
 REDUCE_FIELDS = frozenset({"run", "query", "output", "batches"})
 #: Fields of the workflow's ``{"Check": {...}}`` event, sent before the map starts.
 CHECK_FIELDS = frozenset({"query", "output"})
+#: The function stops this long before Lambda's hard timeout (a request, or the next
+#: object of a batch, starts only with more time left), so nothing is left half-written: a
+#: timeout of this or less fails every invocation.
+SAFETY_MARGIN_MS = 3000
 #: Under an output location, the folder the map batches' partial answers go to.
 PARTIALS = "_partials"
 #: The extensions of an output key that names one object, and the format each says.

@@ -130,7 +130,8 @@ def test_a_pipeline_in_a_bare_stack(stand_in_layer: Path) -> None:
     template.resource_count_is("AWS::SQS::Queue", 2)
     template.resource_count_is("AWS::Events::Rule", 1)
     template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
-    template.resource_count_is("AWS::CloudWatch::Alarm", 1)
+    # DeadLetters, and the function's Errors and Throttles (issue 38).
+    template.resource_count_is("AWS::CloudWatch::Alarm", 3)
     template.has_resource_properties("AWS::Events::Rule", {
         "EventPattern": {
             "source": ["aws.s3"], "detail-type": ["Object Created"],
@@ -264,7 +265,9 @@ def test_three_pipelines_two_functions(three: tuple[cdk.Stack, dict[str, Any]]) 
     mappings = resources(template, "AWS::Lambda::EventSourceMapping")
     assert len(mappings) == 3
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 4  # three dead-letter queues, one workflow
+    # Three dead-letter queues, one workflow, and each of the two functions' Errors and
+    # Throttles (issue 38).
+    assert len(alarms) == 8
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [TOPIC]
 
@@ -446,7 +449,7 @@ def test_a_pipelines_workflow_in_a_bare_stack(stand_in_layer: Path) -> None:
     made.add_workflow(PipelineWorkflowProps(items_per_batch=7))
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
-    template.resource_count_is("AWS::CloudWatch::Alarm", 2)
+    template.resource_count_is("AWS::CloudWatch::Alarm", 4)  # + the function's two
     definition = state_machine_definition(template.to_json())
     defaults = definition["States"]["Defaults"]["Parameters"]["defaults"]
     assert defaults["bucket"] == "acme-landing"

@@ -55,7 +55,7 @@ def test_command_line_strings_are_parsed() -> None:
     settings = from_context(
         sourceBucket="acme-landing", sourcePrefix="/events/", sourceSuffixes=".parquet, .csv",
         readUris="s3://acme-ref/dim/", outputBucket="acme-out", outputPrefix="sliced",
-        query='{"sql": "SELECT a FROM t"}', memorySize="1024", ephemeralStorageSize="10240",
+        query='{"sql": "SELECT a FROM s3object"}', memorySize="1024", ephemeralStorageSize="10240",
         timeoutSeconds="900", architecture="x86_64", pythonVersion="3.12",
         reservedConcurrency="0", workflowToleratedFailurePercentage="2.5", nag="false",
         layerDir="layers/build/custom", maxBatchingWindowSeconds="10")
@@ -63,7 +63,7 @@ def test_command_line_strings_are_parsed() -> None:
     assert settings.source_suffixes == (".parquet", ".csv")
     assert [(r.bucket, r.prefix) for r in settings.read_uris] == [("acme-ref", "dim/")]
     assert settings.output_prefix == "sliced/"
-    assert settings.query == {"sql": "SELECT a FROM t"}
+    assert settings.query == {"sql": "SELECT a FROM s3object"}
     assert (settings.memory_size, settings.ephemeral_storage_size) == (1024, 10240)
     assert settings.timeout_seconds == 900
     assert settings.queue_visibility_timeout_seconds == 6 * 900 + 10
@@ -150,6 +150,8 @@ def test_error_message_says_what_to_do() -> None:
     ({"memorySize": "127"}, "memorySize"),
     ({"memorySize": "lots"}, "memorySize"),
     ({"timeoutSeconds": "901"}, "timeoutSeconds"),
+    ({"timeoutSeconds": "3"}, "timeoutSeconds"),
+    ({"query": "{\"sql\": \"SELECT a FROM s3object WHERE\"}"}, "settings: query"),
     ({"architecture": "arm"}, "architecture"),
     ({"pythonVersion": "3.9"}, "pythonVersion"),
     ({"outputFormat": "xml"}, "outputFormat"),

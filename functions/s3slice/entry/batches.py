@@ -37,7 +37,7 @@ from s3slice.engine.sources import listable
 from s3slice.entry import events as _events
 from s3slice.entry import workflow as _reduce
 from s3slice.entry.config import Config, refuse_unwatched
-from s3slice.entry.observe import logger, record_error, record_stats
+from s3slice.entry.observe import logger, record_error, record_failed_message, record_stats
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes import SQSRecord
@@ -181,6 +181,13 @@ def sqs(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any) -> 
         cfg.require(what="an SQS event")
 
     def record_handler(record: SQSRecord) -> None:
+        try:
+            run_record(record)
+        except Exception as e:
+            failed_record(record, e)
+            raise  # the batch utility reports it in batchItemFailures
+
+    def run_record(record: SQSRecord) -> None:
         objects = _events.sqs_body_objects(record)
         pipeline = _events.sqs_body_pipeline(record)
         query, output = ((pipeline.query, pipeline.output) if pipeline is not None
@@ -210,6 +217,31 @@ def sqs(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any) -> 
         logger.warning("some messages failed", extra={"failed": [f["itemIdentifier"]
                                                                  for f in failed]})
     return dict(result)
+
+
+def failed_record(record: SQSRecord, e: Exception) -> None:
+    """Why one SQS message failed: one structured log line (its error type and message,
+    whether a retry can succeed, its objects and pipeline) and a ``FailedMessages`` metric
+    by error type.
+
+    SQS redelivers it all the same, up to the queue's ``maxReceiveCount``, then moves it to
+    the dead-letter queue: a permanent error (``retryable: false``: a query the function
+    refuses, a missing column, an object outside the pipeline) fails the same way each
+    time, but the dead-letter queue is where its message is kept for a redrive once the
+    pipeline, grant or object is fixed, and deleting it would lose the object's run."""
+    error = e.to_dict() if isinstance(e, S3SliceError) else {
+        # Not one of the service's typed errors: not known to be permanent.
+        "errorType": type(e).__name__, "errorMessage": str(e), "retryable": True}
+    try:
+        objects = [o.uri for o in _events.sqs_body_objects(record)]
+    except S3SliceError:
+        objects = []
+    record_failed_message(str(error["errorType"]))
+    logger.error("message failed", extra={
+        "messageId": record.message_id, **error,
+        "object": objects[0] if len(objects) == 1 else None, "objects": objects,
+        "pipeline": _events.pipeline_name(record),
+        "receiveCount": record.attributes.approximate_receive_count})
 
 
 def step_functions(event: Mapping[str, Any], engine: Engine, cfg: Config, context: Any

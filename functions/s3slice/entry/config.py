@@ -157,8 +157,12 @@ class Config:
         return query, output
 
 
-def parse_query_config(raw: str | Mapping[str, Any], *, variable: str) -> Query:
-    """A query given as configuration (JSON text or an object) rather than a request."""
+def parse_query_config(raw: str | Mapping[str, Any], *, variable: str,
+                       typed: bool = False) -> Query:
+    """A query given as configuration (JSON text or an object) rather than a request.
+    ``typed``: a query the analysis refuses raises its own :class:`QueryError` (a
+    pipeline's message: its failure log tells a forbidden query from a missing column),
+    else a :class:`ConfigurationError`."""
     if isinstance(raw, str):
         try:
             value = json.loads(raw)
@@ -178,6 +182,10 @@ def parse_query_config(raw: str | Mapping[str, Any], *, variable: str) -> Query:
         query = parse_query(value)
         # Analysed now, so a bad column expression or forbidden SQL fails at cold start.
         analyze(query)
-    except (RequestError, QueryError) as e:
+    except QueryError as e:
+        if typed:
+            raise
+        raise ConfigurationError(e.message, variable=variable) from None
+    except RequestError as e:
         raise ConfigurationError(e.message, variable=variable) from None
     return query

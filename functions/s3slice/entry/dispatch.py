@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from s3slice import contract
 from s3slice._errors import RequestError, S3SliceError, TimeoutBudgetError
 from s3slice._model import ObjectRef, parse_request
 from s3slice._output import run
@@ -26,8 +27,9 @@ from s3slice.entry.config import Config
 from s3slice.entry.observe import logger, record_error, record_stats, tracing
 from s3slice.entry.select import run_select
 
-# Stop this long before Lambda's hard timeout, so that nothing is left half-written.
-SAFETY_MARGIN_MS = 3000
+# Stop this long before Lambda's hard timeout, so that nothing is left half-written (the
+# deployment reads it from the contract: a timeout of this or less is refused at synth).
+SAFETY_MARGIN_MS = contract.SAFETY_MARGIN_MS
 
 _engine: Engine | None = None
 _engine_key: tuple[Any, ...] | None = None

@@ -177,6 +177,18 @@ def _pipeline_sources(raw: object, *, field: str) -> tuple[tuple[str, str], ...]
     return tuple(parse_s3_uri(u, field=f"{field}[{i}]") for i, u in enumerate(uris))
 
 
+def pipeline_name(record: SQSRecord) -> str | None:
+    """The name a message's ``s3slice`` field gives its pipeline, if it gives one as text
+    (for a failure's log line: never raises)."""
+    try:
+        body = json.loads(record.body)
+    except ValueError:
+        return None
+    raw = body.get(PIPELINE_FIELD) if isinstance(body, Mapping) else None
+    name = raw.get("pipeline") if isinstance(raw, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
 def sqs_body_pipeline(record: SQSRecord) -> Pipeline | None:
     """The pipeline a message's body names in its ``s3slice`` field, or None without one
     (the function's configured query and output apply)."""
@@ -200,7 +212,7 @@ def sqs_body_pipeline(record: SQSRecord) -> Pipeline | None:
     if not isinstance(raw.get("query"), Mapping | str):
         raise RequestError("expected a query object or SQL text", field=f"{field}.query")
     try:
-        query = parse_query_config(raw["query"], variable=f"{field}.query")
+        query = parse_query_config(raw["query"], variable=f"{field}.query", typed=True)
     except ConfigurationError as e:  # the message is at fault, not the function
         raise RequestError(str(e), field=f"{field}.query") from None
     output = parse_output(raw.get("output"), field=f"{field}.output")

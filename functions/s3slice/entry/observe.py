@@ -91,6 +91,11 @@ def record_error(error_type: str) -> None:
     _single("Errors", "ErrorType", error_type)
 
 
+def record_failed_message(error_type: str) -> None:
+    """One SQS message failed (it is redelivered, then dead-lettered), by error type."""
+    _single("FailedMessages", "ErrorType", error_type)
+
+
 def _single(name: str, dimension: str, value: str) -> None:
     if not metrics_enabled():
         return

@@ -22,9 +22,7 @@ from s3slice.query import predicate as P
 from s3slice.query.paths import Path, with_paths
 from s3slice.query.polars_sql import check_text, execute
 from s3slice.query.scan_safe import scan_where
-
-#: The name a query reads its source by, as in S3 Select.
-SOURCE_TABLE = "s3object"
+from s3slice.query.source import SOURCE_TABLE as SOURCE_TABLE
 
 #: S3 Select's date functions, which polars SQL lacks: a query that calls one is
 #: translated (by :mod:`.dialect`) before polars runs it.

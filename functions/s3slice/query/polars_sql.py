@@ -30,9 +30,8 @@ from collections.abc import Callable, Mapping
 import polars as pl
 
 from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, plain
+from s3slice.query.source import FILE_FUNCTION_PREFIXES as FILE_FUNCTION_PREFIXES
 
-#: Name prefixes of functions that read files or URLs (polars SQL's table functions).
-FILE_FUNCTION_PREFIXES = ("read_", "scan_")
 #: Words that make a subquery; a filter is a condition on columns.
 _SUBQUERY_WORDS = frozenset({"select", "values"})
 _SPACE = frozenset(" \t\n")

@@ -10,10 +10,9 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
-from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.depth import check_depth, too_deep
 from s3slice.query.dialect import S3SelectDialect
-from s3slice.query.polars_sql import FILE_FUNCTION_PREFIXES
+from s3slice.query.source import FILE_FUNCTION_PREFIXES, SOURCE_TABLE
 from s3slice.query.split_sql import polars_name
 from s3slice.query.sql_errors import describe, describe_token_error
 
