@@ -84,8 +84,11 @@ def literal(value: Any, kind: str, dtype: pl.DataType) -> str | None:
 class Generator:
     """Queries over ``frame``'s columns, drawn from ``rng``."""
 
-    def __init__(self, rng: random.Random, frame: pl.DataFrame) -> None:
-        self.rng, self.frame = rng, frame
+    def __init__(self, rng: random.Random, frame: pl.DataFrame, *, plain: bool = False
+                 ) -> None:
+        """``plain``: conditions compare bare columns with constants only (what a scan
+        that prunes by statistics is handed whole)."""
+        self.rng, self.frame, self.plain = rng, frame, plain
         self.kinds = {n: _kind(t) for n, t in frame.schema.items()}
 
     def value(self, name: str) -> str | None:
@@ -131,6 +134,8 @@ class Generator:
         if k is None:
             return f"{col} IS NULL"
         r = rng.random()
+        if self.plain and r < 0.55:
+            r = 0.55 + 0.45 * rng.random()  # no arithmetic, CAST or function
         if kind == "int" and r < 0.35:
             arith = rng.choice(["+", "-", "*"])
             operand = rng.choice(["1", "2", "3", "-1", "100", "2147483647", "4294967295"])
@@ -169,10 +174,11 @@ class Generator:
         return "(" + joiner.join(self.condition(depth + 1)
                                  for _ in range(rng.randint(2, 3))) + ")"
 
-    def query(self) -> Query:
+    def query(self, *, filtered: bool = False) -> Query:
+        """A query; a ``filter`` request (columns and a condition) when ``filtered``."""
         rng, names = self.rng, list(self.kinds)
         r = rng.random()
-        if r < 0.45:
+        if r < 0.45 or filtered:
             columns = rng.sample(names, rng.randint(1, len(names)))
             where = self.condition()
             request: dict[str, Any] = {"filter": where}

@@ -81,10 +81,10 @@ def _date(rng: random.Random) -> dt.date:
 Kind = tuple[pa.DataType, Callable[[random.Random], Any]]
 
 
-def _kind(rng: random.Random, nested: bool) -> Kind:
+def _kind(rng: random.Random, nested: bool, dicts: bool = True) -> Kind:
     name = rng.choice(["int", "int", "uint", "float", "bool", "string", "string", "binary",
-                       "date", "timestamp", "timestamp", "decimal", "dict"]
-                      + (["list", "struct"] if nested else []))
+                       "date", "timestamp", "timestamp", "decimal"]
+                      + (["dict"] if dicts else []) + (["list", "struct"] if nested else []))
     if name in ("int", "uint"):
         bits = rng.choice([8, 16, 32, 64])
         signed = name == "int"
@@ -124,14 +124,15 @@ def _kind(rng: random.Random, nested: bool) -> Kind:
 
 
 def random_table(rng: random.Random, *, nested: bool = True, max_rows: int = 3000,
-                 min_rows: int = 0) -> pa.Table:
-    """A table of 1 to 6 columns ``c0``, ``c1``, ... of random kinds and null densities."""
+                 min_rows: int = 0, dicts: bool = True) -> pa.Table:
+    """A table of 1 to 6 columns ``c0``, ``c1``, ... of random kinds and null densities
+    (no dictionary column unless ``dicts``)."""
     rows = rng.choice([0, 1, 2, 7, 50, 300, rng.randint(1, max_rows)])
     if min_rows:
         rows = rng.randint(min_rows, 2 * min_rows)
     columns: dict[str, pa.Array] = {}
     for i in range(rng.randint(1, 6)):
-        t, draw = _kind(rng, nested)
+        t, draw = _kind(rng, nested, dicts)
         density = rng.choice(DENSITIES)
         values = [None if rng.random() < density else draw(rng) for _ in range(rows)]
         if pa.types.is_dictionary(t):
