@@ -139,6 +139,7 @@ def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
     """``sql`` run lazily by polars over ``frames`` and nothing else, after
     :func:`check_text`; a plan that scans anything the frames do not is refused."""
     check_text(sql, field=field)
+    sql = _utc_literals(sql, frames, field)
     ctx = pl.SQLContext(frames=dict(frames))
     try:
         lf = ctx.execute(sql, eager=False)
@@ -147,6 +148,23 @@ def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
         raise FilterSyntaxError(f"{field}: {plain(' '.join(str(e).split()))}") from e
     _check_plan(lf, frames, field)
     return lf
+
+
+def _utc_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) -> str:
+    """``sql`` with its zone-less timestamp literals read as UTC where they meet a
+    time-zone-aware column (:mod:`.zones`, imported, with sqlglot, only then)."""
+    if "TIMESTAMP" not in sql.upper():
+        return sql
+    try:
+        from s3slice.query import zones  # sqlglot only when needed
+        zoned = zones.zoned_columns(frames)
+        if not zoned:
+            return sql
+        out = zones.with_utc_literals(sql, zoned)
+    except Exception:  # noqa: BLE001 - a text sqlglot cannot re-read runs as it is
+        return sql
+    check_text(out, field=field)
+    return out
 
 
 def _scans(lf: pl.LazyFrame) -> set[str] | None:
