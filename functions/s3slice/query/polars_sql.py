@@ -139,7 +139,7 @@ def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
     """``sql`` run lazily by polars over ``frames`` and nothing else, after
     :func:`check_text`; a plan that scans anything the frames do not is refused."""
     check_text(sql, field=field)
-    sql = _utc_literals(sql, frames, field)
+    sql = _typed_literals(sql, frames, field)
     ctx = pl.SQLContext(frames=dict(frames))
     try:
         lf = ctx.execute(sql, eager=False)
@@ -150,21 +150,44 @@ def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
     return lf
 
 
-def _utc_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) -> str:
-    """``sql`` with its zone-less timestamp literals read as UTC where they meet a
-    time-zone-aware column (:mod:`.zones`, imported, with sqlglot, only then)."""
-    if "TIMESTAMP" not in sql.upper():
+def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) -> str:
+    """``sql`` with its literals read by the types of the columns they meet: a zone-less
+    timestamp as UTC against a zoned column (:mod:`.zones`), a number against a text
+    column as a comparison of numbers (:mod:`.text_numbers`). The modules, and sqlglot,
+    are imported only when the text names such a column and holds such a literal."""
+    timestamps = "TIMESTAMP" in sql.upper()
+    numbers = any(c.isdigit() for c in sql)
+    if not timestamps and not numbers:
         return sql
+    zoned: set[str] = set()
+    texts: set[str] = set()
+    for frame in frames.values():
+        for name, dtype in frame.collect_schema().items():
+            if timestamps and isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:
+                zoned.add(name)
+            elif numbers and dtype == pl.String:
+                texts.add(name)
+    zoned, texts = _named(sql, zoned), _named(sql, texts)
+    if not zoned and not texts:
+        return sql
+    from sqlglot.errors import ParseError, TokenError  # sqlglot only when needed
+
+    from s3slice.query import text_numbers, zones
     try:
-        from s3slice.query import zones  # sqlglot only when needed
-        zoned = zones.zoned_columns(frames)
-        if not zoned:
-            return sql
-        out = zones.with_utc_literals(sql, zoned)
-    except Exception:  # noqa: BLE001 - a text sqlglot cannot re-read runs as it is
-        return sql
-    check_text(out, field=field)
+        out = zones.with_utc_literals(sql, frozenset(zoned)) if zoned else sql
+        out = text_numbers.as_numbers(out, frozenset(texts)) if texts else out
+    except (ParseError, TokenError):
+        return sql  # a text sqlglot cannot re-read runs as it is
+    if out != sql:
+        check_text(out, field=field)
     return out
+
+
+def _named(sql: str, names: set[str]) -> set[str]:
+    """Those of ``names`` that ``sql`` holds as a word."""
+    return {n for n in names
+            if re.search(r"(?<![\w\"])" + re.escape(n) + r"(?![\w\"])", sql)
+            or f'"{n}"' in sql}
 
 
 def _scans(lf: pl.LazyFrame) -> set[str] | None:

@@ -17,9 +17,6 @@ rewritten by this one rule, so pruning stays exact.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-import polars as pl
 import sqlglot
 from sqlglot import exp
 
@@ -28,16 +25,6 @@ from s3slice.query.dialect import S3SelectDialect
 _TIMESTAMP_TYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
                 exp.NullSafeNEQ)
-
-
-def zoned_columns(frames: Mapping[str, pl.LazyFrame]) -> frozenset[str]:
-    """The names of the time-zone-aware timestamp columns of ``frames``."""
-    names: set[str] = set()
-    for frame in frames.values():
-        for name, dtype in frame.collect_schema().items():
-            if isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:
-                names.add(name)
-    return frozenset(names)
 
 
 def with_utc_literals(sql: str, zoned: frozenset[str]) -> str:
