@@ -159,22 +159,24 @@ def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) ->
     numbers = any(c.isdigit() for c in sql)
     if not timestamps and not numbers:
         return sql
-    zoned: set[str] = set()
+    stamps: dict[str, pl.Datetime] = {}
     texts: set[str] = set()
     for frame in frames.values():
         for name, dtype in frame.collect_schema().items():
-            if timestamps and isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:
-                zoned.add(name)
+            if timestamps and isinstance(dtype, pl.Datetime) and (
+                    dtype.time_zone is not None or dtype.time_unit == "ns"):
+                stamps[name] = dtype
             elif numbers and dtype == pl.String:
                 texts.add(name)
-    zoned, texts = _named(sql, zoned), _named(sql, texts)
+    zoned = {n: stamps[n] for n in _named(sql, set(stamps))}
+    texts = _named(sql, texts)
     if not zoned and not texts:
         return sql
     from sqlglot.errors import ParseError, TokenError  # sqlglot only when needed
 
     from s3slice.query import text_numbers, zones
     try:
-        out = zones.with_utc_literals(sql, frozenset(zoned)) if zoned else sql
+        out = zones.with_utc_literals(sql, zoned) if zoned else sql
         out = text_numbers.as_numbers(out, frozenset(texts)) if texts else out
     except (ParseError, TokenError):
         return sql  # a text sqlglot cannot re-read runs as it is

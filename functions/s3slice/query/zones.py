@@ -7,8 +7,8 @@ column of ``Datetime(unit, zone)``; S3 Select and DuckDB (with its default ``Tim
 ``UTC``, as on Lambda) read it as UTC. So where such a literal meets a zoned column
 (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``IS [NOT] DISTINCT FROM``, ``BETWEEN``,
 ``IN``), it is written as the text ``'… +00:00'``, which polars reads in the column's own
-type: the same instant, at the column's unit (ns exact), in its zone. A naive column
-compares wall times, as before.
+type: the same instant, at the column's unit (ns exact), in its zone; see
+:func:`with_utc_literals`. A naive column compares wall times.
 
 Run by :func:`s3slice.query.polars_sql.execute` once the frames (and so the columns'
 types) are known: the filter, the query and the statistics' comparisons (pruning) are
@@ -17,6 +17,9 @@ rewritten by this one rule, so pruning stays exact.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import polars as pl
 import sqlglot
 from sqlglot import exp
 
@@ -27,32 +30,50 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeE
                 exp.NullSafeNEQ)
 
 
-def with_utc_literals(sql: str, zoned: frozenset[str]) -> str:
-    """``sql`` with each zone-less timestamp literal compared with a zoned column (or a
-    ``DATE_ADD`` of one) written as UTC text; unchanged when there is none."""
+def with_utc_literals(sql: str, columns: Mapping[str, pl.Datetime]) -> str:
+    """``sql`` with each zone-less timestamp literal compared with one of the timestamp
+    ``columns`` (or a ``DATE_ADD`` of one) read exactly as UTC: a zoned column at
+    milliseconds or microseconds is compared as ``CAST(ts AS TIMESTAMP)`` (its UTC wall
+    time, at microseconds: exact); one at nanoseconds meets the literal as UTC text
+    (``'…+00:00'``), which polars reads in the column's own type; a naive nanosecond column
+    meets it as text too (polars would compare it at microseconds). Unchanged when there
+    is none."""
     tree = sqlglot.parse_one(sql, read=S3SelectDialect)
     changed = False
 
-    def utc(node: exp.Expr) -> exp.Expr:
+    def fix(column: exp.Expr, dtype: pl.Datetime | None,
+            literals: list[exp.Expr]) -> tuple[exp.Expr, list[exp.Expr]]:
         nonlocal changed
-        text = _naive_literal(node)
-        if text is None:
-            return node
+        texts = [_naive_literal(e) for e in literals]
+        if dtype is None or all(t is None for t in texts):
+            return column, literals
         changed = True
-        return exp.Literal.string(f"{text}+00:00")
+        if dtype.time_zone is not None and dtype.time_unit != "ns":
+            return exp.cast(column.copy(), exp.DataType.Type.TIMESTAMP), literals
+        suffix = "" if dtype.time_zone is None else "+00:00"
+        return column, [e if t is None else exp.Literal.string(t + suffix)
+                        for e, t in zip(literals, texts, strict=True)]
 
     for node in list(tree.find_all(*_COMPARISONS, exp.Between, exp.In)):
         if isinstance(node, exp.Between):
-            if _is_zoned(node.this, zoned):
-                for key in ("low", "high"):
-                    node.set(key, utc(node.args[key]))
+            this, (low, high) = fix(node.this, _type_of(node.this, columns),
+                                    [node.args["low"], node.args["high"]])
+            node.set("this", this)
+            node.set("low", low)
+            node.set("high", high)
         elif isinstance(node, exp.In):
-            if _is_zoned(node.this, zoned) and not node.args.get("query"):
-                node.set("expressions", [utc(e) for e in node.expressions])
-        elif _is_zoned(node.this, zoned):
-            node.set("expression", utc(node.expression))
-        elif _is_zoned(node.expression, zoned):
-            node.set("this", utc(node.this))
+            if not node.args.get("query"):
+                this, items = fix(node.this, _type_of(node.this, columns), node.expressions)
+                node.set("this", this)
+                node.set("expressions", items)
+        else:
+            for side, other in (("this", "expression"), ("expression", "this")):
+                dtype = _type_of(node.args[side], columns)
+                if dtype is not None:
+                    this, (that,) = fix(node.args[side], dtype, [node.args[other]])
+                    node.set(side, this)
+                    node.set(other, that)
+                    break
     if not changed:
         return sql
     return tree.sql(dialect=S3SelectDialect, comments=False)
@@ -72,15 +93,16 @@ def _naive_literal(node: exp.Expr) -> str | None:
     return text
 
 
-def _is_zoned(node: exp.Expr, zoned: frozenset[str]) -> bool:
-    """Whether ``node`` is a zoned column, or one moved by an interval (DATE_ADD)."""
+def _type_of(node: exp.Expr, columns: Mapping[str, pl.Datetime]) -> pl.Datetime | None:
+    """The type of ``node`` when it is one of ``columns``, or one moved by an interval
+    (DATE_ADD); else None."""
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Column):
-        return node.name in zoned
-    if isinstance(node, exp.Add | exp.Sub):
-        return _is_zoned(node.this, zoned) and _has_interval(node.expression)
-    return False
+        return columns.get(node.name)
+    if isinstance(node, exp.Add | exp.Sub) and _has_interval(node.expression):
+        return _type_of(node.this, columns)
+    return None
 
 
 def _has_interval(node: exp.Expr) -> bool:
