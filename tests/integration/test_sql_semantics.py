@@ -103,6 +103,13 @@ TIME_FILTERS: list[tuple[str, Any]] = [
     ("DATE_ADD(hour, 2, ts) >= TO_TIMESTAMP('2024-06-01T00:00:00Z')",
      lambda c, b: c >= b - 2 * HOUR),
     ("ts <= UTCNOW()", lambda c, b: c <= dt.datetime.now(UTC).timestamp() * 10**9),
+    # ISO 8601 text compared with a timestamp column: the same rule
+    ("ts >= '2024-06-01 00:00:00'", lambda c, b: c >= b),
+    ("ts < '2024-06-01T03:00:00+02:00'", lambda c, b: c < b + HOUR),
+    ("ts BETWEEN '2024-05-31T23:00:00-01:00' AND '2024-06-01T04:00Z'",
+     lambda c, b: c.is_between(b, b + 4 * HOUR)),
+    ("ts IN ('2024-06-01', '2024-06-01T05:00:00+00:00')",
+     lambda c, b: c.is_in([b, b + 5 * HOUR])),
 ]
 
 

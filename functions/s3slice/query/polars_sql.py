@@ -39,6 +39,9 @@ _SPACE = frozenset(" \t\n")
 _OPERATORS = frozenset("()[],.+-*/%=<>!|&^~:")
 _QUOTES = frozenset("'\"")
 _SCAN = re.compile(r"\bSCAN \[[^\n]*")
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_ISO_TEXT = re.compile(r"'\d{4}-\d\d-\d\d")
+_NUMBER = re.compile(r"(?<![\w.])\.?\d")
 
 
 def _unsafe_in_quotes(c: str) -> bool:
@@ -155,16 +158,15 @@ def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) ->
     timestamp as UTC against a zoned column (:mod:`.zones`), a number against a text
     column as a comparison of numbers (:mod:`.text_numbers`). The modules, and sqlglot,
     are imported only when the text names such a column and holds such a literal."""
-    timestamps = "TIMESTAMP" in sql.upper()
-    numbers = any(c.isdigit() for c in sql)
+    timestamps = "TIMESTAMP" in sql.upper() or _ISO_TEXT.search(sql) is not None
+    numbers = _NUMBER.search(_QUOTED.sub("''", sql)) is not None
     if not timestamps and not numbers:
         return sql
     stamps: dict[str, pl.Datetime] = {}
     texts: set[str] = set()
     for frame in frames.values():
         for name, dtype in frame.collect_schema().items():
-            if timestamps and isinstance(dtype, pl.Datetime) and (
-                    dtype.time_zone is not None or dtype.time_unit == "ns"):
+            if timestamps and isinstance(dtype, pl.Datetime):
                 stamps[name] = dtype
             elif numbers and dtype == pl.String:
                 texts.add(name)

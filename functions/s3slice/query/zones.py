@@ -17,6 +17,7 @@ rewritten by this one rule, so pruning stays exact.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 
 import polars as pl
@@ -31,28 +32,36 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeE
 
 
 def with_utc_literals(sql: str, columns: Mapping[str, pl.Datetime]) -> str:
-    """``sql`` with each zone-less timestamp literal compared with one of the timestamp
-    ``columns`` (or a ``DATE_ADD`` of one) read exactly as UTC: a zoned column at
-    milliseconds or microseconds is compared as ``CAST(ts AS TIMESTAMP)`` (its UTC wall
-    time, at microseconds: exact); one at nanoseconds meets the literal as UTC text
-    (``'…+00:00'``), which polars reads in the column's own type; a naive nanosecond column
-    meets it as text too (polars would compare it at microseconds). Unchanged when there
-    is none."""
+    """``sql`` with each timestamp literal (``CAST('…' AS TIMESTAMP)`` or ISO 8601 text)
+    compared with one of the timestamp ``columns`` (or a ``DATE_ADD`` of one) read
+    exactly, as UTC when it has no offset: a zoned column at milliseconds or microseconds
+    is compared as ``CAST(ts AS TIMESTAMP)`` (its UTC wall time at microseconds: exact)
+    with the literal's UTC wall time; a column at nanoseconds meets it as text polars
+    reads in the column's own type (``'…+00:00'`` when zoned); a naive column at ms/us
+    with a TIMESTAMP of the UTC wall time (polars reads an offset in text by dropping
+    it). Unchanged when there is none."""
     tree = sqlglot.parse_one(sql, read=S3SelectDialect)
     changed = False
 
     def fix(column: exp.Expr, dtype: pl.Datetime | None,
             literals: list[exp.Expr]) -> tuple[exp.Expr, list[exp.Expr]]:
         nonlocal changed
-        texts = [_naive_literal(e) for e in literals]
+        texts = [_utc_text(e) for e in literals]
         if dtype is None or all(t is None for t in texts):
             return column, literals
         changed = True
-        if dtype.time_zone is not None and dtype.time_unit != "ns":
-            return exp.cast(column.copy(), exp.DataType.Type.TIMESTAMP), literals
-        suffix = "" if dtype.time_zone is None else "+00:00"
-        return column, [e if t is None else exp.Literal.string(t + suffix)
-                        for e, t in zip(literals, texts, strict=True)]
+        zoned = dtype.time_zone is not None
+        if zoned and dtype.time_unit != "ns":
+            column = exp.cast(column.copy(), exp.DataType.Type.TIMESTAMP)
+        out: list[exp.Expr] = []
+        for e, t in zip(literals, texts, strict=True):
+            if t is None:
+                out.append(e)
+            elif dtype.time_unit == "ns":  # text: polars reads it in the column's type
+                out.append(exp.Literal.string(t + ("+00:00" if zoned else "")))
+            else:
+                out.append(exp.cast(exp.Literal.string(t), exp.DataType.Type.TIMESTAMP))
+        return column, out
 
     for node in list(tree.find_all(*_COMPARISONS, exp.Between, exp.In)):
         if isinstance(node, exp.Between):
@@ -79,18 +88,27 @@ def with_utc_literals(sql: str, columns: Mapping[str, pl.Datetime]) -> str:
     return tree.sql(dialect=S3SelectDialect, comments=False)
 
 
-def _naive_literal(node: exp.Expr) -> str | None:
-    """The text of a zone-less timestamp literal (``CAST('…' AS TIMESTAMP)``), else None."""
+def _utc_text(node: exp.Expr) -> str | None:
+    """The UTC wall time (``YYYY-MM-DD HH:MM:SS[.ffffff]``) a timestamp literal names: a
+    ``CAST('…' AS TIMESTAMP)`` (zone-less: UTC) or a string (``'2024-06-01'``,
+    ``'…T10:30Z'``, ``'…+02:00'``: an offset is applied, none means UTC); None for
+    anything else, or a text Python does not read as ISO 8601 (polars then reads it)."""
     while isinstance(node, exp.Paren):
         node = node.this
-    if not (isinstance(node, exp.Cast) and node.to.this in _TIMESTAMP_TYPES
-            and isinstance(node.this, exp.Literal) and node.this.is_string):
+    if isinstance(node, exp.Cast):
+        if node.to.this not in _TIMESTAMP_TYPES:
+            return None
+        node = node.this
+    if not (isinstance(node, exp.Literal) and node.is_string):
         return None
-    text = str(node.this.this).strip()
-    clock = text.partition(" ")[2] or text.partition("T")[2]
-    if text.endswith(("Z", "z")) or "+" in clock or "-" in clock:
-        return None  # it has an offset: polars reads it as it is
-    return text
+    text = str(node.this).strip()
+    try:
+        value = dt.datetime.fromisoformat(text.removesuffix("T"))
+    except ValueError:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.isoformat(sep=" ")
 
 
 def _type_of(node: exp.Expr, columns: Mapping[str, pl.Datetime]) -> pl.Datetime | None:
