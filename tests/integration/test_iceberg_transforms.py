@@ -21,13 +21,12 @@ import pytest
 from tests.integration.test_iceberg_tables import (
     Warehouse,
     data_gets,
-    fails,
     pyiceberg_rows,
     query,
     same,
     warehouse,  # noqa: F401 - the module's fixture
 )
-from tests.support import S3Env
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -183,15 +182,21 @@ def test_a_ruled_out_partition_is_never_opened_and_answers_equal_pyiceberg(
         "files_pruned_by_partition"] - counts["files_pruned_by_bounds"]
 
 
-def test_a_timestamp_literal_on_a_timestamptz_column_is_refused_as_without_a_table(
+def test_a_timestamp_literal_on_a_timestamptz_column_means_utc_as_without_a_table(
         s3: S3Env, tables: dict[str, Any]) -> None:
-    # polars does not compare a timestamptz column with a naive TIMESTAMP: the query
-    # fails, typed, as it does on one of the table's data files read as a Parquet object
-    # (planning prunes nothing on the way: no partition is ruled out by a refused
-    # comparison).
+    # A zone-less TIMESTAMP against a timestamptz column means UTC (docs/sql.md): on the
+    # table and on one of its data files read as a Parquet object alike, equal to the
+    # rows' instants compared in Python.
     table = tables["tz_hour"]
     sql = "SELECT id FROM s3object WHERE tz >= TIMESTAMP '2024-01-03 00:00:00'"
-    error = fails({"source": {"iceberg": table.metadata_location}, "sql": sql})
+    got, _ = query(table, sql)
+    data = rows()
+    cut = dt.datetime(2024, 1, 3, tzinfo=UTC)
+    want = sorted(i for i, t in zip(data["id"].to_pylist(), data["tz"].to_pylist(),
+                                    strict=True) if t >= cut)
+    assert sorted(got["id"].to_list()) == want and want
     path = table.inspect.files()["file_path"].to_pylist()[0]
-    plain = fails({"source": path, "sql": sql})
-    assert type(error) is type(plain) and "tz" in str(error), (error, plain)
+    plain = invoke({"source": path, "sql": sql, "return_rows": True})["rows"]
+    in_file = pl.read_parquet(s3.get(path))
+    assert sorted(r["id"] for r in plain) == sorted(
+        i for i, t in zip(in_file["id"], in_file["tz"], strict=True) if t >= cut)

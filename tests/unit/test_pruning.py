@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import io
 import math
+import re
 from typing import Any
 
 import polars as pl
@@ -206,13 +207,59 @@ def typed_where_st() -> st.SearchStrategy[str]:
 
 
 def polars_answer(data: bytes, where: str) -> pl.DataFrame | None:
-    """polars reading every row, then the same SQL; None when polars refuses it."""
+    """polars reading every row, then the same SQL, its constants first written as
+    docs/sql.md reads them against ``c`` (:func:`documented`); None when polars refuses
+    it."""
     frame = pl.read_parquet(data)
+    where = documented(where, frame.schema["c"])
     try:
         return pl.SQLContext(frames={"s3object": frame}).execute(
             f"SELECT * FROM s3object WHERE {where}", eager=True)
     except Exception:  # noqa: BLE001 - whatever polars refuses, the service must refuse
         return None
+
+
+_NUM = r"-?\d+(?:\.\d+)?(?:e-?\d+)?"
+_NUM_G = f"({_NUM})"
+_OP = r"(?:=|!=|<>|<=|>=|<|>)"
+_STAMP = re.compile(r"(?:TIMESTAMP )?'(\d{4}-\d\d-\d\d[^']*)'")
+
+
+def _kind(*numbers: str) -> str:
+    return "BIGINT" if all("." not in n and "e" not in n for n in numbers) else "DOUBLE"
+
+
+def documented(where: str, dtype: pl.DataType) -> str:
+    """``where`` as docs/sql.md reads it against the column ``c``, in text polars alone
+    reads so: against a timestamp column, timestamp text and ``TIMESTAMP '…'`` are UTC
+    when they have no offset (polars: the column's zone; an offset dropped against a naive
+    column), written as UTC text; against a text column, a number compares numbers
+    (polars: ``=`` and ``IN`` as text), written ``CAST(c AS BIGINT|DOUBLE)``."""
+    if isinstance(dtype, pl.Datetime):
+        def stamp(m: re.Match[str]) -> str:
+            value = dt.datetime.fromisoformat(m.group(1))
+            if value.tzinfo is not None:
+                value = value.astimezone(dt.UTC).replace(tzinfo=None)
+            return f"'{value.isoformat(' ')}{'+00:00' if dtype.time_zone else ''}'"
+        return _STAMP.sub(stamp, where)
+    if dtype != pl.String:
+        return where
+    where = re.sub(rf"\bc ({_OP}) ({_NUM})(?![\w.'])",
+                   lambda m: f"CAST(c AS {_kind(m.group(2))}) {m.group(1)} {m.group(2)}", where)
+    where = re.sub(rf"(?<![\w.']){_NUM_G} ({_OP}) c\b",
+                   lambda m: f"{m.group(1)} {m.group(2)} CAST(c AS {_kind(m.group(1))})",
+                   where)
+    where = re.sub(rf"\bc BETWEEN ({_NUM}) AND ({_NUM})(?![\w.'])",
+                   lambda m: f"CAST(c AS {_kind(m.group(1), m.group(2))}) BETWEEN "
+                   f"{m.group(1)} AND {m.group(2)}", where)
+
+    def among(m: re.Match[str]) -> str:
+        items = [i.strip() for i in m.group(1).split(",")]
+        numbers = [i for i in items if re.fullmatch(_NUM, i)]
+        if not numbers:
+            return m.group(0)
+        return f"CAST(c AS {_kind(*numbers)}) IN ({m.group(1)})"
+    return re.sub(r"\bc IN \(([^)]*)\)", among, where)
 
 
 def written(table: pa.Table, group_rows: int) -> bytes:

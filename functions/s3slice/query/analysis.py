@@ -10,6 +10,7 @@ that SQL parsers could read differently and any plan that reads beyond the given
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -180,7 +181,26 @@ def collect(lf: pl.LazyFrame) -> pl.DataFrame:
     except (pl.exceptions.InvalidOperationError, pl.exceptions.SchemaError,
             pl.exceptions.ComputeError, pl.exceptions.SQLSyntaxError,
             pl.exceptions.SQLInterfaceError, pl.exceptions.DuplicateError) as e:
-        raise QueryError(f"the query cannot run on this data: {_first_line(e)}") from e
+        raise QueryError(_not_a_number(e) or "the query cannot run on this data: "
+                         f"{_first_line(e)}") from e
+
+
+_CONVERSION = re.compile(r"conversion from `str` to `(\w+)` failed in column '([^']*)' for "
+                         r"\d+ out of \d+ values: (.*)")
+
+
+def _not_a_number(e: BaseException) -> str | None:
+    """polars' failed conversion of text to a number (a text column compared with a number
+    literal, or cast to one), said with the column, its values and the comparison."""
+    text = str(e).strip()
+    found = _CONVERSION.match(text.splitlines()[0]) if text else None
+    if found is None:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    where = lines[-1] if len(lines) > 1 else ""
+    return (f"the text column {found.group(2)!r} holds {found.group(3)}, which is not a "
+            f"number ({found.group(1)}), where the query reads it as one: {where}; "
+            "compare it with text ('5'), or filter those rows out first")
 
 
 def _first_line(e: BaseException) -> str:

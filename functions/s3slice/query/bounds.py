@@ -65,6 +65,11 @@ def compare_all(values: list[Any], dtype: pl.DataType, constants: Sequence[tuple
     last, for a float type (the second item says so); None when they are not values of
     ``dtype`` (they then judge nothing). Raises :class:`Refused` when polars cannot
     compare the column with a constant."""
+    if dtype == pl.String and any(isinstance(v, int | float | decimal.Decimal)
+                                  for _, v in constants):
+        # A number compares with text as numbers (:mod:`.text_numbers`): text order is
+        # not numeric order, so the statistics judge nothing.
+        raise Refused
     try:
         series = values_series(values, dtype)
     except Exception:  # noqa: BLE001 - a statistic that is no value of the column's type

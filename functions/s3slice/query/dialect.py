@@ -127,11 +127,12 @@ def _utcnow(args: Sequence[exp.Expr]) -> exp.Expr:
 
 
 class S3SelectDialect(Dialect):
-    """sqlglot's default dialect plus S3 Select's date functions, with polars' null
-    ordering (nulls sort as the largest values), so that SQL generated back from a parsed
-    query keeps an explicit ``NULLS LAST`` after ``DESC``."""
+    """sqlglot's default dialect plus S3 Select's date functions. ``ORDER BY`` puts nulls
+    last, ascending and descending alike, as Athena (Trino) and DuckDB do, unless the
+    query says ``NULLS FIRST``; the SQL polars runs always spells the null order out
+    (polars' own default puts them first on ``DESC``)."""
 
-    NULL_ORDERING = "nulls_are_large"
+    NULL_ORDERING = "nulls_are_last"
 
     class Parser(parser.Parser):
         # sqlglot's extension point is this class attribute.
@@ -142,6 +143,12 @@ class S3SelectDialect(Dialect):
     class Generator(generator.Generator):
         """The text polars runs is generated from the checked tree: spelled as polars reads
         it where sqlglot's default spelling is one polars lacks."""
+
+        def ordered_sql(self, expression: exp.Ordered) -> str:
+            # Always explicit: polars' default null order is not the query's.
+            desc = " DESC" if expression.args.get("desc") else ""
+            nulls = " NULLS FIRST" if expression.args.get("nulls_first") else " NULLS LAST"
+            return f"{self.sql(expression, 'this')}{desc}{nulls}"
 
         def trim_sql(self, expression: exp.Trim) -> str:
             # polars reads TRIM(BOTH ' ' FROM x), not the default TRIM(x, ' ').

@@ -38,6 +38,9 @@ _SPACE = frozenset(" \t\n")
 _OPERATORS = frozenset("()[],.+-*/%=<>!|&^~:")
 _QUOTES = frozenset("'\"")
 _SCAN = re.compile(r"\bSCAN \[[^\n]*")
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_ISO_TEXT = re.compile(r"'\d{4}-\d\d-\d\d")
+_NUMBER = re.compile(r"(?<![\w.])\.?\d")
 
 
 def _unsafe_in_quotes(c: str) -> bool:
@@ -138,6 +141,7 @@ def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
     """``sql`` run lazily by polars over ``frames`` and nothing else, after
     :func:`check_text`; a plan that scans anything the frames do not is refused."""
     check_text(sql, field=field)
+    sql = _typed_literals(sql, frames, field)
     ctx = pl.SQLContext(frames=dict(frames))
     try:
         lf = ctx.execute(sql, eager=False)
@@ -146,6 +150,47 @@ def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
         raise FilterSyntaxError(f"{field}: {plain(' '.join(str(e).split()))}") from e
     _check_plan(lf, frames, field)
     return lf
+
+
+def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) -> str:
+    """``sql`` with its literals read by the types of the columns they meet: a zone-less
+    timestamp as UTC against a zoned column (:mod:`.zones`), a number against a text
+    column as a comparison of numbers (:mod:`.text_numbers`). The modules, and sqlglot,
+    are imported only when the text names such a column and holds such a literal."""
+    timestamps = "TIMESTAMP" in sql.upper() or _ISO_TEXT.search(sql) is not None
+    numbers = _NUMBER.search(_QUOTED.sub("''", sql)) is not None
+    if not timestamps and not numbers:
+        return sql
+    stamps: dict[str, pl.Datetime] = {}
+    texts: set[str] = set()
+    for frame in frames.values():
+        for name, dtype in frame.collect_schema().items():
+            if timestamps and isinstance(dtype, pl.Datetime):
+                stamps[name] = dtype
+            elif numbers and dtype == pl.String:
+                texts.add(name)
+    zoned = {n: stamps[n] for n in _named(sql, set(stamps))}
+    texts = _named(sql, texts)
+    if not zoned and not texts:
+        return sql
+    from sqlglot.errors import ParseError, TokenError  # sqlglot only when needed
+
+    from s3slice.query import text_numbers, zones
+    try:
+        out = zones.with_utc_literals(sql, zoned) if zoned else sql
+        out = text_numbers.as_numbers(out, frozenset(texts)) if texts else out
+    except (ParseError, TokenError):
+        return sql  # a text sqlglot cannot re-read runs as it is
+    if out != sql:
+        check_text(out, field=field)
+    return out
+
+
+def _named(sql: str, names: set[str]) -> set[str]:
+    """Those of ``names`` that ``sql`` holds as a word."""
+    return {n for n in names
+            if re.search(r"(?<![\w\"])" + re.escape(n) + r"(?![\w\"])", sql)
+            or f'"{n}"' in sql}
 
 
 def _scans(lf: pl.LazyFrame) -> set[str] | None:

@@ -10,6 +10,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
+from s3slice._model import MAX_ROWS
 from s3slice.query.depth import check_depth, too_deep
 from s3slice.query.dialect import S3SelectDialect
 from s3slice.query.source import FILE_FUNCTION_PREFIXES, SOURCE_TABLE
@@ -99,7 +100,19 @@ def parse_sql(text: str) -> tuple[exp.Query, set[str]]:
         table_names.add(name)
     if not table_names:
         raise ForbiddenQueryError(f"sql: the query must read FROM {SOURCE_TABLE}")
+    _clamp_limits(tree)
     return tree, table_names
+
+
+def _clamp_limits(tree: exp.Expr) -> None:
+    """A ``LIMIT`` of 2**32 rows or more is :data:`MAX_ROWS`, as the request's ``limit``
+    is: no answer holds more rows (polars counts them in 32 bits and refuses a larger
+    LIMIT)."""
+    for node in tree.find_all(exp.Limit):
+        count = node.expression
+        if (isinstance(count, exp.Literal) and not count.is_string and count.this.isdigit()
+                and int(count.this) > MAX_ROWS):
+            node.set("expression", exp.Literal.number(MAX_ROWS))
 
 
 def generated(tree: exp.Expr) -> str:

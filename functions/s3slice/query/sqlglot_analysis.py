@@ -70,7 +70,11 @@ def analyze_sql(query: Query) -> Analysis:
     where_paths: tuple[Path, ...] = ()
     predicate: P.Pred = P.TRUE
     top = tree if isinstance(tree, exp.Select) else None
+    # A subquery anywhere reads the source whole: the top-level WHERE must not filter
+    # (nor prune) what it reads, so it is applied by the final SQL alone.
+    subqueries = len(list(tree.find_all(exp.Table))) > 1
     if (top is not None and not top.args.get("joins") and not top.args.get("with")
+            and not subqueries
             and isinstance(top.args.get("from_") or top.args.get("from"), exp.From)):
         source = (top.args.get("from_") or top.args["from"]).this
         condition = top.args.get("where")

@@ -1,0 +1,127 @@
+"""A zone-less timestamp literal against a time-zone-aware column means UTC.
+
+``TO_TIMESTAMP('2024-06-01T00:00:00Z')``, ``UTCNOW()``, ``CAST('…' AS TIMESTAMP)`` and
+``TIMESTAMP '…'`` are polars timestamps without a zone (an offset, when the text has one,
+is applied first: the literal is the UTC wall time). polars refuses to compare one with a
+column of ``Datetime(unit, zone)``; S3 Select and DuckDB (with its default ``TimeZone``
+``UTC``, as on Lambda) read it as UTC. So where such a literal meets a zoned column
+(``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``IS [NOT] DISTINCT FROM``, ``BETWEEN``,
+``IN``), it is written as the text ``'… +00:00'``, which polars reads in the column's own
+type: the same instant, at the column's unit (ns exact), in its zone; see
+:func:`with_utc_literals`. A naive column compares wall times.
+
+Run by :func:`s3slice.query.polars_sql.execute` once the frames (and so the columns'
+types) are known: the filter, the query and the statistics' comparisons (pruning) are
+rewritten by this one rule, so pruning stays exact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+
+import polars as pl
+import sqlglot
+from sqlglot import exp
+
+from s3slice.query.dialect import S3SelectDialect
+
+_TIMESTAMP_TYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME)
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
+                exp.NullSafeNEQ)
+
+
+def with_utc_literals(sql: str, columns: Mapping[str, pl.Datetime]) -> str:
+    """``sql`` with each timestamp literal (``CAST('…' AS TIMESTAMP)`` or ISO 8601 text)
+    compared with one of the timestamp ``columns`` (or a ``DATE_ADD`` of one) read
+    exactly, as UTC when it has no offset: a zoned column at milliseconds or microseconds
+    is compared as ``CAST(ts AS TIMESTAMP)`` (its UTC wall time at microseconds: exact)
+    with the literal's UTC wall time; a column at nanoseconds meets it as text polars
+    reads in the column's own type (``'…+00:00'`` when zoned); a naive column at ms/us
+    with a TIMESTAMP of the UTC wall time (polars reads an offset in text by dropping
+    it). Unchanged when there is none."""
+    tree = sqlglot.parse_one(sql, read=S3SelectDialect)
+    changed = False
+
+    def fix(column: exp.Expr, dtype: pl.Datetime | None,
+            literals: list[exp.Expr]) -> tuple[exp.Expr, list[exp.Expr]]:
+        nonlocal changed
+        texts = [_utc_text(e) for e in literals]
+        if dtype is None or all(t is None for t in texts):
+            return column, literals
+        changed = True
+        zoned = dtype.time_zone is not None
+        if zoned and dtype.time_unit != "ns":
+            column = exp.cast(column.copy(), exp.DataType.Type.TIMESTAMP)
+        out: list[exp.Expr] = []
+        for e, t in zip(literals, texts, strict=True):
+            if t is None:
+                out.append(e)
+            elif dtype.time_unit == "ns":  # text: polars reads it in the column's type
+                out.append(exp.Literal.string(t + ("+00:00" if zoned else "")))
+            else:
+                out.append(exp.cast(exp.Literal.string(t), exp.DataType.Type.TIMESTAMP))
+        return column, out
+
+    for node in list(tree.find_all(*_COMPARISONS, exp.Between, exp.In)):
+        if isinstance(node, exp.Between):
+            this, (low, high) = fix(node.this, _type_of(node.this, columns),
+                                    [node.args["low"], node.args["high"]])
+            node.set("this", this)
+            node.set("low", low)
+            node.set("high", high)
+        elif isinstance(node, exp.In):
+            if not node.args.get("query"):
+                this, items = fix(node.this, _type_of(node.this, columns), node.expressions)
+                node.set("this", this)
+                node.set("expressions", items)
+        else:
+            for side, other in (("this", "expression"), ("expression", "this")):
+                dtype = _type_of(node.args[side], columns)
+                if dtype is not None:
+                    this, (that,) = fix(node.args[side], dtype, [node.args[other]])
+                    node.set(side, this)
+                    node.set(other, that)
+                    break
+    if not changed:
+        return sql
+    return tree.sql(dialect=S3SelectDialect, comments=False)
+
+
+def _utc_text(node: exp.Expr) -> str | None:
+    """The UTC wall time (``YYYY-MM-DD HH:MM:SS[.ffffff]``) a timestamp literal names: a
+    ``CAST('…' AS TIMESTAMP)`` (zone-less: UTC) or a string (``'2024-06-01'``,
+    ``'…T10:30Z'``, ``'…+02:00'``: an offset is applied, none means UTC); None for
+    anything else, or a text Python does not read as ISO 8601 (polars then reads it)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Cast):
+        if node.to.this not in _TIMESTAMP_TYPES:
+            return None
+        node = node.this
+    if not (isinstance(node, exp.Literal) and node.is_string):
+        return None
+    text = str(node.this).strip()
+    try:
+        value = dt.datetime.fromisoformat(text.removesuffix("T"))
+    except ValueError:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.isoformat(sep=" ")
+
+
+def _type_of(node: exp.Expr, columns: Mapping[str, pl.Datetime]) -> pl.Datetime | None:
+    """The type of ``node`` when it is one of ``columns``, or one moved by an interval
+    (DATE_ADD); else None."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column):
+        return columns.get(node.name)
+    if isinstance(node, exp.Add | exp.Sub) and _has_interval(node.expression):
+        return _type_of(node.this, columns)
+    return None
+
+
+def _has_interval(node: exp.Expr) -> bool:
+    return node.find(exp.Interval) is not None
