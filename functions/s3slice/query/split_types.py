@@ -24,10 +24,13 @@ the partials, is a wrong answer, whatever the batching. The split therefore:
   Float64, Decimal(p, s), Duration           polars' own type (Decimal(38, s): exact)
   =========================================  =================================================
 
-  An exact sum outside the answer's type (an Int64 or UInt64 sum beyond 64 bits) is not
-  wrapped: the cast is strict, and the query fails with a typed ``QueryError`` naming the
-  value (polars itself would answer the wrapped value). ``SUM(CAST(x AS DOUBLE))`` or
-  ``SUM(CAST(x AS DECIMAL(38, 0)))`` asks for a wider answer. ``AVG`` divides the exact sum
+  An exact integer sum outside the answer's type (an Int64 or UInt64 sum beyond 64
+  bits) is never wrapped (polars itself would answer the wrapped value): when the merged
+  sum of any group leaves the type, that output answers Decimal(38, 0), the exact value
+  (DuckDB's HUGEINT; Parquet and Arrow hold it, Int128 they do not). :func:`wide_sums`
+  decides it from the merged sums, before the final plan runs, so the type depends on
+  the data alone, never on the batching. ``SUM(CAST(x AS DECIMAL(38, 0)))`` asks for
+  the wide answer always. ``AVG`` divides the exact sum
   by the count once, in Float64 (Float32 for a Float32 argument, as polars), so an average
   of Int64 epoch nanoseconds is exact to the last bit of a double. ``STDDEV``/``VAR`` merge
   Float64 states (Float32 arguments are widened first) and answer polars' type; for an
@@ -38,8 +41,9 @@ the partials, is a wrong answer, whatever the batching. The split therefore:
 
 from __future__ import annotations
 
+import decimal
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 import sqlglot
@@ -67,6 +71,9 @@ _SQL_TYPES = {
     "UINT": exp.DataType.Type.UINT, "INT128": exp.DataType.Type.INT128,
     "DOUBLE": exp.DataType.Type.DOUBLE,
 }
+#: The range of each integer answer type of SUM: a merged sum outside it is answered in
+#: :data:`WIDE_DECIMAL` instead (:func:`wide_sums`).
+_BOUNDS = {"BIGINT": (-(2**63), 2**63 - 1), "UBIGINT": (0, 2**64 - 1), "UINT": (0, 2**32 - 1)}
 
 
 def widened(arg: exp.Expr) -> exp.Expr:
@@ -115,12 +122,25 @@ def pooled_means(by: list[exp.Column], g: str, mx: str, n: str, m: str, s: str, 
             exp.alias_(typed("exact", w, col(m), exact_m), exp.to_identifier(mx, quoted=True))]
 
 
+def _sum_target(node: exp.Expr, types: dict[str, pl.DataType]) -> str | None:
+    """The answer type of a ``sum`` placeholder ``node`` (None: polars' own)."""
+    _, witness, *_ = node.expressions
+    dtype = types.get(witness.name)
+    return _SUM_TYPE.get(dtype.base_type()) if dtype is not None else None
+
+
+def _is_mark(node: exp.Expr, kind: str | None = None) -> bool:
+    return (isinstance(node, exp.Anonymous) and str(node.name).lower() == MARK
+            and (kind is None or node.expressions[0].name == kind))
+
+
 @functools.lru_cache(maxsize=128)
-def _resolve(template: str, schema: tuple[tuple[str, pl.DataType], ...]) -> str:
+def _resolve(template: str, schema: tuple[tuple[str, pl.DataType], ...],
+             wide: frozenset[str] = frozenset()) -> str:
     types = dict(schema)
 
     def visit(node: exp.Expr) -> exp.Expr:
-        if not (isinstance(node, exp.Anonymous) and str(node.name).lower() == MARK):
+        if not _is_mark(node):
             return node
         kind_node, witness, *exprs = node.expressions
         kind = kind_node.name
@@ -128,8 +148,9 @@ def _resolve(template: str, schema: tuple[tuple[str, pl.DataType], ...]) -> str:
         base = dtype.base_type() if dtype is not None else None
         if kind == "sum":
             [value] = exprs
-            target = _SUM_TYPE.get(base) if base is not None else None
-            return _cast(value, target)
+            target = _sum_target(node, types)
+            return _cast(value, "WIDE" if target in _BOUNDS and value.sql() in wide
+                         else target)
         if kind == "avg":
             total, count = exprs
             if dtype is None or not (dtype.is_numeric() or base is pl.Boolean):
@@ -154,14 +175,62 @@ def _cast(value: exp.Expr, target: str | None) -> exp.Expr:
     if target is None:
         return value
     to = (exp.DataType.build("FLOAT(24)", dialect=PolarsOrder) if target == "REAL"
+          else exp.DataType.build("DECIMAL(38, 0)") if target == "WIDE"
           else exp.DataType(this=_SQL_TYPES[target]))
     return exp.Cast(this=value, to=to)
 
 
-def resolve(template: str, schema: pl.Schema) -> str:
+def resolve(template: str, schema: pl.Schema, wide: frozenset[str] = frozenset()) -> str:
     """The final plan's SQL for partials of ``schema``: each placeholder of ``template``
-    replaced by its exact value cast to the answer's type (see the module's table)."""
-    return _resolve(template, tuple(schema.items()))
+    replaced by its exact value cast to the answer's type (see the module's table); the
+    integer sums named in ``wide`` (:func:`wide_sums`) as Decimal(38, 0)."""
+    return _resolve(template, tuple(schema.items()), wide)
+
+
+@functools.lru_cache(maxsize=128)
+def _check(template: str, schema: tuple[tuple[str, pl.DataType], ...]
+           ) -> tuple[str, tuple[tuple[str, int, int], ...]] | None:
+    """The query computing, per group, every integer sum of ``template`` exactly (column
+    ``c{i}``, Decimal(38, 0)), with each sum's text and its answer type's range; None
+    when the query has no integer sum."""
+    types = dict(schema)
+    tree = sqlglot.parse_one(template, read=PolarsOrder)
+    found: dict[str, tuple[exp.Expr, int, int]] = {}
+    for node in tree.find_all(exp.Anonymous):
+        target = _sum_target(node, types) if _is_mark(node, "sum") else None
+        if target in _BOUNDS:
+            found.setdefault(node.expressions[2].sql(), (node, *_BOUNDS[str(target)]))
+    if not found:
+        return None
+    check = exp.select(*[exp.alias_(node.copy(), f"c{i}")
+                         for i, (node, _, _) in enumerate(found.values())])
+    source = tree.args.get("from_") or tree.args.get("from")
+    assert isinstance(source, exp.From)
+    check.set("from_", source.copy())
+    if tree.args.get("group") is not None:
+        check.set("group", tree.args["group"].copy())
+    return (_resolve(select_sql(check), schema, frozenset(found)),
+            tuple((text, lo, hi) for text, (_, lo, hi) in found.items()))
+
+
+def wide_sums(template: str, schema: pl.Schema, run: Callable[[str], pl.DataFrame]
+              ) -> frozenset[str]:
+    """The integer sums of ``template`` that some group's exact value takes outside the
+    answer type (Int64, UInt64): the final plan answers those as Decimal(38, 0), exact
+    (DuckDB's HUGEINT), where polars would wrap. ``run`` executes a query over the
+    partials. The choice depends on the merged sums alone, never on the batching."""
+    found = _check(template, tuple(schema.items()))
+    if found is None:
+        return frozenset()
+    sql, sums = found
+    frame = run(sql)
+    wide = set()
+    for i, (text, lo, hi) in enumerate(sums):
+        values = frame[f"c{i}"].drop_nulls()  # Decimal(38, 0): exact as Python Decimals
+        if values.len() and (decimal.Decimal(values.min()) < lo  # type: ignore[arg-type]
+                             or decimal.Decimal(values.max()) > hi):  # type: ignore[arg-type]
+            wide.add(text)
+    return frozenset(wide)
 
 
 def wide_partials(lf: pl.LazyFrame, names: Sequence[str]) -> pl.LazyFrame:
