@@ -42,11 +42,25 @@ class Split:
 
     def partial(self, batch: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
         """The partial frame of one batch (any number of rows, none included)."""
-        lf = _execute(self.partial_sql, {SOURCE_TABLE: batch.lazy()})
+        sql = self.partial_plan(batch.lazy().collect_schema())
         if not self.aggregate:
-            return lf
+            return _execute(sql, {SOURCE_TABLE: batch.lazy()})
         from s3slice.query.split_types import wide_partials  # a split query has sqlglot
-        return wide_partials(lf, self.wide)
+        return wide_partials(_execute(sql, {SOURCE_TABLE: batch.lazy()}), self.wide)
+
+    def partial_plan(self, schema: Mapping[str, pl.DataType]) -> str:
+        """The partial plan's SQL over a batch of ``schema``: an aggregate's template with
+        each exact sum's parts typed by its argument (:func:`~.split_types.sum_parts`)."""
+        if not self.aggregate:
+            return self.partial_sql
+        from s3slice.query.split_types import resolve_partial
+        empty = pl.DataFrame(schema=dict(schema)).lazy()
+
+        def types_of(exprs: list[str]) -> list[pl.DataType]:
+            sql = "SELECT " + ", ".join(f'{e} AS "a{i}"' for i, e in enumerate(exprs))
+            return _execute(f"{sql} FROM {SOURCE_TABLE}",
+                            {SOURCE_TABLE: empty}).collect_schema().dtypes()
+        return resolve_partial(self.partial_sql, types_of)
 
     def final_plan(self, schema: Mapping[str, pl.DataType],
                    wide: frozenset[str] = frozenset()) -> str:
