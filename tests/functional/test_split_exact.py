@@ -281,3 +281,31 @@ def test_variance_of_huge_integers_merges_without_error_of_its_own(spread: int) 
         assert got.schema == want.schema
         assert math.isclose(got["v"][0], merged, rel_tol=1e-12), (got, merged)
         assert math.isclose(got["sd"][0], math.sqrt(merged), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [pl.Int64, pl.UInt64])
+def test_sums_beyond_64_bits_equal_duckdb_whatever_the_batching(dtype: pl.DataType) -> None:
+    """F6: a group whose sum leaves Int64 (UInt64) is answered exactly, as DuckDB's HUGEINT
+    (polars wraps): the whole column as Decimal(38, 0), the groups that fit included;
+    without such a group the column keeps its type. AVG is exact too."""
+    import duckdb
+
+    top = 2**63 - 1 if dtype == pl.Int64 else 2**64 - 1
+    low = -(2**63) if dtype == pl.Int64 else 0
+    rng = random.Random(36)
+    values = [rng.choice([top, low, top - 5, 1, 0, None]) for _ in range(300)]
+    df = pl.DataFrame({"g": [rng.randrange(4) for _ in values], "v": pl.Series(values,
+                                                                             dtype=dtype)})
+    sql = ("SELECT g, SUM(v) AS s, AVG(v) AS m, COUNT(*) AS n FROM s3object "
+           "GROUP BY g ORDER BY g")
+    want = duckdb.sql(sql.replace("s3object", "df")).fetchall()
+    assert any(s is not None and not low <= s <= top for _, s, _, _ in want)
+    for batches in ([df], [df[:150], df[150:]], [df[i:i + 7] for i in range(0, 300, 7)]):
+        got = split_answer(sql, batches)
+        assert got.schema["s"] == pl.Decimal(38, 0)
+        assert [(g, s, n) for g, s, _, n in got.rows()] == [(g, s, n) for g, s, _, n in want]
+        for (_, _, m, _), (_, _, w, _) in zip(got.rows(), want, strict=True):
+            assert m == pytest.approx(w, rel=1e-15)
+    fits = df.filter(pl.col("v") == 1)
+    got = split_answer(sql, [fits[:3], fits[3:]])
+    assert got.schema["s"] == dtype

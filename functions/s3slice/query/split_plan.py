@@ -6,6 +6,7 @@ sqlglot; a query that cannot combine rows never needs it (:func:`combines_rows`)
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 
 import polars as pl
@@ -53,14 +54,7 @@ class Split:
         each exact sum's parts typed by its argument (:func:`~.split_types.sum_parts`)."""
         if not self.aggregate:
             return self.partial_sql
-        from s3slice.query.split_types import resolve_partial
-        empty = pl.DataFrame(schema=dict(schema)).lazy()
-
-        def types_of(exprs: list[str]) -> list[pl.DataType]:
-            sql = "SELECT " + ", ".join(f'{e} AS "a{i}"' for i, e in enumerate(exprs))
-            return _execute(f"{sql} FROM {SOURCE_TABLE}",
-                            {SOURCE_TABLE: empty}).collect_schema().dtypes()
-        return resolve_partial(self.partial_sql, types_of)
+        return _partial_plan(self.partial_sql, tuple(schema.items()))
 
     def final_plan(self, schema: Mapping[str, pl.DataType],
                    wide: frozenset[str] = frozenset()) -> str:
@@ -115,6 +109,20 @@ class Split:
                 raise ValueError("run: no batches and no schema to make an empty one from")
             frames = [self.partial(pl.DataFrame(schema=dict(schema))).collect()]
         return self.final(frames, schema=schema)
+
+
+@functools.lru_cache(maxsize=128)
+def _partial_plan(template: str, schema: tuple[tuple[str, pl.DataType], ...]) -> str:
+    """:meth:`Split.partial_plan`, once per query and batch schema (a warm function reads
+    many objects of one schema)."""
+    from s3slice.query.split_types import resolve_partial  # a split query has sqlglot
+    empty = pl.DataFrame(schema=dict(schema)).lazy()
+
+    def types_of(exprs: list[str]) -> list[pl.DataType]:
+        sql = "SELECT " + ", ".join(f'{e} AS "a{i}"' for i, e in enumerate(exprs))
+        return _execute(f"{sql} FROM {SOURCE_TABLE}",
+                        {SOURCE_TABLE: empty}).collect_schema().dtypes()
+    return resolve_partial(template, types_of)
 
 
 def _answer_type(have: pl.DataType, polars: pl.DataType) -> pl.DataType:
