@@ -30,7 +30,10 @@ the partials, is a wrong answer, whatever the batching. The split therefore:
   (DuckDB's HUGEINT; Parquet and Arrow hold it, Int128 they do not). :func:`wide_sums`
   decides it from the merged sums, before the final plan runs, so the type depends on
   the data alone, never on the batching. ``SUM(CAST(x AS DECIMAL(38, 0)))`` asks for
-  the wide answer always. ``AVG`` divides the exact sum
+  the wide answer always. A decimal's SUM and AVG are summed in parts
+  (:func:`sum_parts`: the unscaled integer part cut at 10^20, and the fraction), so no
+  running sum leaves 128 bits where the exact total fits; a total beyond 38 digits is
+  refused before the final plan runs (:func:`wide_sums`). ``AVG`` divides the exact sum
   by the count once, in Float64 (Float32 for a Float32 argument, as polars), so an average
   of Int64 epoch nanoseconds is exact to the last bit of a double. ``STDDEV``/``VAR`` merge
   Float64 states (Float32 arguments are widened first) and answer polars' type; for an
