@@ -11,7 +11,8 @@ oracle is the exact value (see :mod:`s3slice.query.split_types`):
 
 - an integer SUM is the exact sum (polars wraps an Int32, UInt32, Int64 or UInt64 sum in
   the column's type); its type is polars' but Int64 for Int32/UInt32 (the widening), and a
-  sum outside its answer type (Int64/UInt64 beyond 64 bits) is a typed ``QueryError``;
+  sum some group of which is outside its answer type (Int64/UInt64 beyond 64 bits) is
+  answered exactly as Decimal(38, 0), as DuckDB answers HUGEINT (never wrapped);
 - an integer, boolean or decimal AVG is the exact mean, rounded to Float64 (polars'
   own mean accumulates in floating point).
 
@@ -39,7 +40,6 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from s3slice._errors import QueryError
 from s3slice.query.analysis import collect
 from s3slice.query.split import split_query
 
@@ -186,20 +186,19 @@ def test_split_aggregates_equal_the_oracle_for_any_batching_and_values(
     sums = {i: exact_sums(df, c, grouped, distinct=f == "SUM DISTINCT")
             for i, (f, c) in enumerate(aggs)
             if f.startswith("SUM") and c in INTEGERS | {"b": 0}}
-    overflow = any(not fits(v, SUM_TYPE.get(aggs[i][1], want.schema[f"a{i}"]))
-                   for i, by in sums.items() for v in by.values())
+    wide = {i for i, by in sums.items()
+            if not all(fits(v, SUM_TYPE.get(aggs[i][1], want.schema[f"a{i}"]))
+                       for v in by.values())}
     event(f"batches: {min(len(batches), 4)}{'+' if len(batches) > 4 else ''}")
-    event("a sum beyond its type, refused" if overflow else "answered")
+    event("a sum beyond its type, answered wide" if wide else "answered")
     event("grouped" if grouped else "whole")
-    if overflow:  # an exact sum beyond its answer type: refused, never wrapped
-        with pytest.raises(QueryError, match="conversion from"):
-            split_answer(sql, batches)
-        return
     got = split_answer(sql, batches)
     assert got.columns == want.columns
     for i, (f, c) in enumerate(aggs):
         expected = SUM_TYPE.get(c, want.schema[f"a{i}"]) if f.startswith(
             "SUM") else want.schema[f"a{i}"]
+        if i in wide:  # an exact sum beyond its answer type: Decimal(38, 0), not wrapped
+            expected = pl.Decimal(38, 0)
         assert got.schema[f"a{i}"] == expected, (sql, got.schema, want.schema)
     if grouped:
         assert got.schema["g"] == want.schema["g"]
@@ -239,7 +238,7 @@ def test_split_aggregates_equal_the_oracle_for_any_batching_and_values(
 def test_the_reported_wraps_are_exact_whatever_the_batching(dtype: pl.DataType,
                                                              value: int) -> None:
     """The issue's case: 2 x 1,000 rows of one large value; AVG is the value, SUM exact
-    (or, beyond 64 bits, refused typed), for one batch, two, and many."""
+    (beyond 64 bits, as Decimal(38, 0)), for one batch, two, and many."""
     df = pl.DataFrame({"g": [i % 2 for i in range(2000)],
                        "v": pl.Series([value] * 2000, dtype=dtype)})
     for batches in ([df], [df[:1000], df[1000:]], [df[i:i + 7] for i in range(0, 2000, 7)]):
@@ -248,13 +247,9 @@ def test_the_reported_wraps_are_exact_whatever_the_batching(dtype: pl.DataType,
         got = split_answer("SELECT g, AVG(v) AS m FROM s3object GROUP BY g ORDER BY g",
                            batches)
         assert got.rows() == [(0, float(value)), (1, float(value))]
-        if value * 2000 < 2**63:
-            got = split_answer("SELECT SUM(v) AS s FROM s3object", batches)
-            assert got.rows() == [(value * 2000,)]
-            assert got.schema["s"] == pl.Int64
-        else:
-            with pytest.raises(QueryError, match="conversion from"):
-                split_answer("SELECT SUM(v) AS s FROM s3object", batches)
+        got = split_answer("SELECT SUM(v) AS s FROM s3object", batches)
+        assert got.rows() == [(value * 2000,)]
+        assert got.schema["s"] == (pl.Int64 if value * 2000 < 2**63 else pl.Decimal(38, 0))
 
 
 @pytest.mark.parametrize("spread", [4_000, 10**6])
@@ -286,3 +281,31 @@ def test_variance_of_huge_integers_merges_without_error_of_its_own(spread: int) 
         assert got.schema == want.schema
         assert math.isclose(got["v"][0], merged, rel_tol=1e-12), (got, merged)
         assert math.isclose(got["sd"][0], math.sqrt(merged), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [pl.Int64, pl.UInt64])
+def test_sums_beyond_64_bits_equal_duckdb_whatever_the_batching(dtype: pl.DataType) -> None:
+    """F6: a group whose sum leaves Int64 (UInt64) is answered exactly, as DuckDB's HUGEINT
+    (polars wraps): the whole column as Decimal(38, 0), the groups that fit included;
+    without such a group the column keeps its type. AVG is exact too."""
+    import duckdb
+
+    top = 2**63 - 1 if dtype == pl.Int64 else 2**64 - 1
+    low = -(2**63) if dtype == pl.Int64 else 0
+    rng = random.Random(36)
+    values = [rng.choice([top, low, top - 5, 1, 0, None]) for _ in range(300)]
+    df = pl.DataFrame({"g": [rng.randrange(4) for _ in values], "v": pl.Series(values,
+                                                                             dtype=dtype)})
+    sql = ("SELECT g, SUM(v) AS s, AVG(v) AS m, COUNT(*) AS n FROM s3object "
+           "GROUP BY g ORDER BY g")
+    want = duckdb.sql(sql.replace("s3object", "df")).fetchall()
+    assert any(s is not None and not low <= s <= top for _, s, _, _ in want)
+    for batches in ([df], [df[:150], df[150:]], [df[i:i + 7] for i in range(0, 300, 7)]):
+        got = split_answer(sql, batches)
+        assert got.schema["s"] == pl.Decimal(38, 0)
+        assert [(g, s, n) for g, s, _, n in got.rows()] == [(g, s, n) for g, s, _, n in want]
+        for (_, _, m, _), (_, _, w, _) in zip(got.rows(), want, strict=True):
+            assert m == pytest.approx(w, rel=1e-15)
+    fits = df.filter(pl.col("v") == 1)
+    got = split_answer(sql, [fits[:3], fits[3:]])
+    assert got.schema["s"] == dtype

@@ -6,7 +6,7 @@ and wrapped. The same with Int64 epoch nanoseconds, with GROUP BY, and through t
 Distributed Map (map batches writing partials, then the reduce). The oracle is polars over
 the concatenated objects; where polars itself wraps (its SUM of Int32 is an Int32), the
 exact sum, as :mod:`s3slice.query.split_types` documents: SUM of Int32 answers an exact
-Int64, and a sum beyond 64 bits is a typed ``QueryError``, never a wrapped value.
+Int64, and a sum beyond 64 bits an exact Decimal(38, 0) (DuckDB: HUGEINT), never wrapped.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 import polars as pl
 import pytest
 
-from s3slice import QueryError
 from s3slice.entry import dispatch as _entry
 from tests.support import S3Env, invoke
 
@@ -111,7 +110,7 @@ def test_group_by_over_the_prefix_is_exact(lake: S3Env) -> None:
         assert r["s"] == sums[r["g"]] > 2**31  # polars: wrapped; the split: exact
 
 
-def test_int64_epoch_nanoseconds_average_exactly_and_an_overflowing_sum_is_typed(
+def test_int64_epoch_nanoseconds_average_exactly_and_an_overflowing_sum_is_exact(
         lake: S3Env) -> None:
     df = objects(lake)
     sql = "SELECT g, AVG(ts) AS m, MIN(ts) AS lo FROM s3object GROUP BY g ORDER BY g"
@@ -122,9 +121,14 @@ def test_int64_epoch_nanoseconds_average_exactly_and_an_overflowing_sum_is_typed
         assert r["m"] == sum(values) / len(values)  # Python: the exact mean, rounded once
         assert r["m"] == pytest.approx(w["m"], rel=1e-15)
         assert r["lo"] == w["lo"]
-    # The sum of 2,000 epoch nanoseconds is beyond Int64: refused by name, not wrapped.
-    with pytest.raises(QueryError, match="conversion from .* to .*i64"):
-        direct("SELECT SUM(ts) AS s FROM s3object")
+    # The sum of 2,000 epoch nanoseconds is beyond Int64: exact (DuckDB's HUGEINT), never
+    # wrapped, as polars would; the groups' sums too, whichever fit.
+    [row] = direct("SELECT SUM(ts) AS s FROM s3object")
+    assert int(row["s"]) == sum(int(t) for t in df["ts"]) > 2**63
+    rows = direct("SELECT g, SUM(ts) AS s FROM s3object GROUP BY g ORDER BY g")
+    for r in rows:
+        assert int(r["s"]) == sum(int(t) for g, t in zip(df["g"], df["ts"], strict=True)
+                                  if g == r["g"])
 
 
 def map_events(lake: S3Env, sql: str, run: str, size: int) -> list[dict[str, Any]]:
@@ -141,7 +145,7 @@ def test_map_batches_and_the_reduce_are_exact(lake: S3Env, size: int) -> None:
     """Partials written to S3 by each map batch (one object each, or both in one), then
     the reduce: the same exact answer."""
     df = objects(lake)
-    sql = ("SELECT g, AVG(v) AS m, SUM(v) AS s, AVG(ts) AS t, COUNT(*) AS n "
+    sql = ("SELECT g, AVG(v) AS m, SUM(v) AS s, AVG(ts) AS t, COUNT(*) AS n, SUM(ts) AS st "
            "FROM s3object GROUP BY g ORDER BY g")
     run = f"exact-{size}"
     events = map_events(lake, sql, run, size)
@@ -159,6 +163,9 @@ def test_map_batches_and_the_reduce_are_exact(lake: S3Env, size: int) -> None:
     sums = exact_sums(df, "v")
     assert got["s"].to_list() == [sums[g] for g in got["g"]]
     assert got.schema["s"] == pl.Int64
+    big = exact_sums(df, "ts")  # beyond Int64: exact as Decimal(38, 0), never wrapped
+    assert got["st"].to_list() == [big[g] for g in got["g"]]
+    assert got.schema["st"] == pl.Decimal(38, 0) and min(big.values()) > 2**63
     for g, t, w in zip(got["g"], got["t"], want["t"], strict=True):
         values = [int(x) for k, x in zip(df["g"], df["ts"], strict=True) if k == g]
         assert t == sum(values) / len(values)

@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -72,6 +73,7 @@ from s3slice.parquet.footer import Footer
 from s3slice.query.analysis import Analysis
 from s3slice.query.analyzer import analyze, split_for
 from s3slice.query.split_plan import Split, partial_step
+from s3slice.query.sql_errors import sum_overflow
 
 #: The Parquet metadata key a partial's batch stats travel in.
 STATS_KEY = b"s3slice.batch_stats"
@@ -167,6 +169,18 @@ def _query_and_output(raw: object, cfg: Config, *, event: str, fields: frozenset
     return raw, query, output
 
 
+def _final(split: Split, query: Query, partials: pl.LazyFrame) -> pl.LazyFrame:
+    """The reduce's answer from the partials; a decimal sum beyond 38 digits named by the
+    query's sums (``SUM(amount)``), as a read names it (:func:`sum_overflow`)."""
+    try:
+        return split.final([partials])
+    except QueryError as e:
+        named = sum_overflow(query.sql, str(e))
+        if named is None:
+            raise
+        raise QueryError(named) from e
+
+
 def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
     """The reduce step of a run: see the module's docstring."""
     raw, query, output = _query_and_output(raw, cfg, event="Reduce", fields=REDUCE_FIELDS)
@@ -204,7 +218,7 @@ def reduce(raw: object, *, engine: Engine, cfg: Config) -> dict[str, Any]:
             "marker, an empty object or under the output location): there is no answer "
             "to reduce", uri=f"s3://{bucket}/{prefix}")
     result = engine.read(Request(sources=readable, query=Query()),
-                         finish=lambda lf: split.final([lf]))
+                         finish=functools.partial(_final, split, query))
     counts = summed_counts(m["stats"] for m in each)
     counts["objects_skipped"] = sum(int(m["stats"].get("objects_skipped", 0)) for m in each)
     [size] = put_all(engine, output.bucket, [(key, lambda: serialize(result.frame, output))])

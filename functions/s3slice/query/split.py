@@ -79,9 +79,10 @@ any values the types allow: :mod:`.split_types` sums each partial in Int128 (kep
 Decimal(38, 0) in the partial frame, which Parquet holds) and types the merged sum by a
 witness of the argument's own type (``final_sql`` is a template :meth:`Split.final_plan`
 resolves for the partials' schema). SUM of Int32/UInt32 answers an exact Int64 where
-polars keeps the type and wraps; an Int64/UInt64 sum beyond 64 bits is a typed
-``QueryError``, never a wrapped value; an integer AVG is the exact sum over the count,
-rounded once to Float64. STDDEV/VARIANCE take ``x * CAST(1 AS DOUBLE)`` (a Float32 is
+polars keeps the type and wraps; an Int64/UInt64 sum beyond 64 bits answers an exact
+Decimal(38, 0) (as DuckDB's HUGEINT), never a wrapped value; an integer AVG is the
+exact sum over the count, rounded once to Float64. STDDEV/VARIANCE take
+``x * CAST(1 AS DOUBLE)`` (a Float32 is
 merged in Float64 and rounded to Float32 at the end, as polars types it), and for an
 integer, decimal or boolean argument the partial and pooled means of the merge come from
 the exact sums relative to the group's least value, so the merge adds no rounding of its

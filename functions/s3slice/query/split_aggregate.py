@@ -25,7 +25,7 @@ from s3slice.query.split_sql import (
     strip,
     unalias,
 )
-from s3slice.query.split_types import as_double, pooled_means, typed, widened
+from s3slice.query.split_types import as_double, pooled_means, sum_parts, typed, widened
 
 
 @dataclasses.dataclass
@@ -182,6 +182,11 @@ class AggregateSplit:
         the exact merged value (:mod:`.split_types`)."""
         return self.state(exp.Min(this=arg.copy()), "min")
 
+    def exact_sums(self, arg: exp.Expr) -> list[exp.Expr]:
+        """The final plan's sums of the partial sums of ``arg``'s parts (:func:`sum_parts`),
+        which the final step combines into the exact sum."""
+        return [exp.Sum(this=col(self.state(exp.Sum(this=p), "s"))) for p in sum_parts(arg)]
+
     def distinct_column(self, arg: exp.Expr) -> str:
         text = strip(arg)
         if text not in self.distinct:
@@ -222,17 +227,16 @@ class AggregateSplit:
         if isinstance(node, exp.Count):
             c = self.state(exp.Count(this=arg.copy() if arg is not None else exp.Star()), "c")
             return exp.Coalesce(this=exp.Sum(this=col(c)), expressions=[zero])
-        if isinstance(node, exp.Sum):
-            s = self.state(exp.Sum(this=widened(arg)), "s")
-            return typed("sum", self.witness(arg), exp.Sum(this=col(s)))
+        if isinstance(node, exp.Sum):  # exact: a decimal's sum in parts (split_types)
+            return typed("sum", self.witness(arg), *self.exact_sums(arg))
         if isinstance(node, exp.Min | exp.Max):
             kind = "min" if isinstance(node, exp.Min) else "max"
             return type(node)(this=col(self.state(type(node)(this=arg.copy()), kind)))
         if isinstance(node, exp.Avg):  # the exact sum over the count, divided once
-            s = self.state(exp.Sum(this=widened(arg)), "s")
+            total, *parts = self.exact_sums(arg)
             n = self.state(exp.Count(this=arg.copy()), "c")
-            return typed("avg", self.witness(arg), exp.Sum(this=col(s)), exp.Nullif(
-                this=exp.Sum(this=col(n)), expression=zero))
+            return typed("avg", self.witness(arg), total, exp.Nullif(
+                this=exp.Sum(this=col(n)), expression=zero), *parts)
         if isinstance(node, VARIANCE):
             return self._variance(node, arg)
         raise QueryError(f"the query cannot be split across batches: the aggregate "

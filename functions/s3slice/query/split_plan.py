@@ -6,6 +6,7 @@ sqlglot; a query that cannot combine rows never needs it (:func:`combines_rows`)
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 
 import polars as pl
@@ -42,19 +43,28 @@ class Split:
 
     def partial(self, batch: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
         """The partial frame of one batch (any number of rows, none included)."""
-        lf = _execute(self.partial_sql, {SOURCE_TABLE: batch.lazy()})
+        sql = self.partial_plan(batch.lazy().collect_schema())
         if not self.aggregate:
-            return lf
+            return _execute(sql, {SOURCE_TABLE: batch.lazy()})
         from s3slice.query.split_types import wide_partials  # a split query has sqlglot
-        return wide_partials(lf, self.wide)
+        return wide_partials(_execute(sql, {SOURCE_TABLE: batch.lazy()}), self.wide)
 
-    def final_plan(self, schema: Mapping[str, pl.DataType]) -> str:
+    def partial_plan(self, schema: Mapping[str, pl.DataType]) -> str:
+        """The partial plan's SQL over a batch of ``schema``: an aggregate's template with
+        each exact sum's parts typed by its argument (:func:`~.split_types.sum_parts`)."""
+        if not self.aggregate:
+            return self.partial_sql
+        return _partial_plan(self.partial_sql, tuple(schema.items()))
+
+    def final_plan(self, schema: Mapping[str, pl.DataType],
+                   wide: frozenset[str] = frozenset()) -> str:
         """The final plan's SQL over partials of ``schema``: an aggregate's template with
-        each exact sum, average and variance cast to its answer's type."""
+        each exact sum, average and variance cast to its answer's type (the integer sums
+        in ``wide`` as Decimal(38, 0): :func:`~.split_types.wide_sums`)."""
         if not self.aggregate:
             return self.final_sql
         from s3slice.query.split_types import resolve
-        return resolve(self.final_sql, pl.Schema(schema))
+        return resolve(self.final_sql, pl.Schema(schema), wide)
 
     def final(self, partials: Iterable[pl.LazyFrame | pl.DataFrame], *,
               schema: Mapping[str, pl.DataType] | None = None) -> pl.LazyFrame:
@@ -66,7 +76,14 @@ class Split:
         if not frames:
             raise ValueError("final: no partial frames; pass the partial of an empty batch")
         merged = pl.concat(frames, how="vertical_relaxed")
-        answer = _execute(self.final_plan(merged.collect_schema()), {PARTIALS_TABLE: merged})
+        kinds = merged.collect_schema()
+        wide: frozenset[str] = frozenset()
+        if self.aggregate:  # an integer sum beyond its type is answered wider, exact
+            from s3slice.query.split_types import wide_sums
+            merged = merged.collect().lazy()  # the partials are read once
+            wide = wide_sums(self.final_sql, kinds, lambda sql: _execute(
+                sql, {PARTIALS_TABLE: merged}).collect())
+        answer = _execute(self.final_plan(kinds, wide), {PARTIALS_TABLE: merged})
         if schema is None:
             return answer
         want = self.output_schema(schema)
@@ -94,10 +111,26 @@ class Split:
         return self.final(frames, schema=schema)
 
 
+@functools.lru_cache(maxsize=128)
+def _partial_plan(template: str, schema: tuple[tuple[str, pl.DataType], ...]) -> str:
+    """:meth:`Split.partial_plan`, once per query and batch schema (a warm function reads
+    many objects of one schema)."""
+    from s3slice.query.split_types import resolve_partial  # a split query has sqlglot
+    empty = pl.DataFrame(schema=dict(schema)).lazy()
+
+    def types_of(exprs: list[str]) -> list[pl.DataType]:
+        sql = "SELECT " + ", ".join(f'{e} AS "a{i}"' for i, e in enumerate(exprs))
+        return _execute(f"{sql} FROM {SOURCE_TABLE}",
+                        {SOURCE_TABLE: empty}).collect_schema().dtypes()
+    return resolve_partial(template, types_of)
+
+
 def _answer_type(have: pl.DataType, polars: pl.DataType) -> pl.DataType:
     """The type of an answer's column: polars', but an exact integer sum where polars' type
-    would wrap (an Int64 sum of Int32 values, :mod:`.split_types`) keeps its own."""
-    if have.is_integer() and polars.is_integer() and _bits(have) > _bits(polars):
+    would wrap (an Int64 sum of Int32 values, a Decimal(38, 0) sum beyond Int64:
+    :mod:`.split_types`) keeps its own."""
+    if polars.is_integer() and (have.is_decimal() or (
+            have.is_integer() and _bits(have) > _bits(polars))):
         return have
     return polars
 
