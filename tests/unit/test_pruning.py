@@ -222,7 +222,7 @@ def polars_answer(data: bytes, where: str) -> pl.DataFrame | None:
 _NUM = r"-?\d+(?:\.\d+)?(?:e-?\d+)?"
 _NUM_G = f"({_NUM})"
 _OP = r"(?:=|!=|<>|<=|>=|<|>)"
-_STAMP = re.compile(r"(?:TIMESTAMP )?'(\d{4}-\d\d-\d\d[^']*)'")
+_STAMP = re.compile(r"(?:TIMESTAMP |DATE )?'(\d{4}-\d\d-\d\d[^']*)'")
 
 
 def _kind(*numbers: str) -> str:
@@ -231,7 +231,7 @@ def _kind(*numbers: str) -> str:
 
 def documented(where: str, dtype: pl.DataType) -> str:
     """``where`` as docs/sql.md reads it against the column ``c``, in text polars alone
-    reads so: against a timestamp column, timestamp text and ``TIMESTAMP '…'`` are UTC
+    reads so: against a timestamp column, timestamp text, ``TIMESTAMP '…'`` and ``DATE '…'`` are UTC
     when they have no offset (polars: the column's zone; an offset dropped against a naive
     column), written as UTC text; against a text column, a number compares numbers
     (polars: ``=`` and ``IN`` as text), written ``CAST(c AS BIGINT|DOUBLE)``."""
