@@ -29,19 +29,19 @@ def rows(n: int, start: int = 0, step: int = 3917000017) -> str:
     """n rows of PRIMITIVES' columns, nulls sprinkled, as a SELECT over range(); ``ts`` and
     ``ntz`` are ``step`` microseconds apart (about an hour by default)."""
     return f"""SELECT id,
-      CASE WHEN id % 7 = 0 THEN NULL ELSE CAST(id % 1000 - 500 AS INT) END,
-      CASE WHEN id % 11 = 0 THEN NULL ELSE CAST(id * 0.25 AS FLOAT) END,
-      CASE WHEN id % 13 = 0 THEN NULL ELSE id / 3.0D END,
-      CAST((id % 2000) / 100.0 - 10 AS DECIMAL(10,2)),
-      CASE WHEN id % 5 = 0 THEN NULL ELSE CAST(id * 12345.0123456789 AS DECIMAL(38,10)) END,
-      CASE WHEN id % 9 = 0 THEN NULL ELSE concat('s', CAST(id % 37 AS STRING)) END,
-      CASE WHEN id % 4 = 0 THEN NULL ELSE CAST(concat('b', CAST(id % 5 AS STRING)) AS BINARY) END,
-      CASE WHEN id % 6 = 0 THEN NULL ELSE id % 3 = 0 END,
-      CASE WHEN id % 17 = 0 THEN NULL ELSE date_add(DATE '2023-11-20', CAST(id % 500 AS INT)) END,
+      CASE WHEN id % 7 = 0 THEN NULL ELSE CAST(id % 1000 - 500 AS INT) END AS i,
+      CASE WHEN id % 11 = 0 THEN NULL ELSE CAST(id * 0.25 AS FLOAT) END AS f,
+      CASE WHEN id % 13 = 0 THEN NULL ELSE id / 3.0D END AS d,
+      CAST((id % 2000) / 100.0 - 10 AS DECIMAL(10,2)) AS dec,
+      CASE WHEN id % 5 = 0 THEN NULL ELSE CAST(id * 12345.0123456789 AS DECIMAL(38,10)) END AS big,
+      CASE WHEN id % 9 = 0 THEN NULL ELSE concat('s', CAST(id % 37 AS STRING)) END AS s,
+      CASE WHEN id % 4 = 0 THEN NULL ELSE CAST(concat('b', CAST(id % 5 AS STRING)) AS BINARY) END AS b,
+      CASE WHEN id % 6 = 0 THEN NULL ELSE id % 3 = 0 END AS flag,
+      CASE WHEN id % 17 = 0 THEN NULL ELSE date_add(DATE '2023-11-20', CAST(id % 500 AS INT)) END AS day,
       CASE WHEN id % 19 = 0 THEN NULL
-           ELSE timestamp_micros(1700000000000000 + id * {step}) END,
+           ELSE timestamp_micros(1700000000000000 + id * {step}) END AS ts,
       CASE WHEN id % 23 = 0 THEN NULL
-           ELSE CAST(timestamp_micros(1690000000000000 + id * {step * 13 // 10}) AS TIMESTAMP_NTZ) END
+           ELSE CAST(timestamp_micros(1690000000000000 + id * {step * 13 // 10}) AS TIMESTAMP_NTZ) END AS ntz
     FROM range({start}, {start + n})"""
 
 
