@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CDK_CLI := cdk/node_modules/.bin/cdk
 
-.PHONY: setup demo tools minio test test-fast lint typecheck typecheck-cdk bench fuzz layer synth dist clean
+.PHONY: setup demo tools minio test test-fast test-spark lint typecheck typecheck-cdk bench fuzz layer synth dist clean
 
 UV_VERSION := 0.13.9
 PIP_VERSION := 26.3
@@ -89,6 +89,12 @@ fuzz: $(STAMP)
 	$(UV) -e '.[fuzz]'
 	$(PY) -m tests.fuzz --spark --seconds $(FUZZ_SECONDS) \
 	  $(if $(FUZZ_SEED),--seed $(FUZZ_SEED)) $(if $(FUZZ_REPLAY),--replay $(FUZZ_REPLAY)) $(FUZZ_ARGS)
+
+# Iceberg tables written by real Spark (tests/spark/), read through the handler and
+# compared with pyiceberg and polars.scan_iceberg. Not in `make test`: the first run builds
+# Spark's own venv (pyspark 4.1) and writes ~40 tables, some 10 minutes, then ~35 s a table.
+test-spark: $(STAMP)
+	$(VENV)/bin/pytest tests/spark -p no:cacheprovider $(SPARK_ARGS)
 
 layer: $(STAMP) tools
 	$(PY) layers/build.py --arch arm64

@@ -1,4 +1,4 @@
-"""Iceberg tables written by real Spark (tests/spark_iceberg_writer.py: v1 and v2, every
+"""Iceberg tables written by real Spark (tests/spark/spark_iceberg_writer.py: v1 and v2, every
 partition transform, partition and schema evolution, merge-on-read position deletes and
 copy-on-write rewrites from DELETE/UPDATE/MERGE, nested types, odd names, gzip metadata,
 object-storage paths, small row groups, several snapshots), read through the real handler
@@ -6,9 +6,11 @@ on the local S3 server: every answer equals pyiceberg's scan of the same snapsho
 polars.scan_iceberg's, evaluated in memory by polars' SQL; a typed refusal is only right
 where a reference refuses too.
 
-The first run on a machine builds Spark's venv and writes the tables (a few minutes, see
-tests/spark_iceberg.py); later runs reuse them. Without a JDK or Maven the module is
-skipped, except under CI, where that is a failure."""
+Run by ``make test-spark``, not by ``make test``: the first run on a machine builds Spark's
+venv and writes the tables (about ten minutes on a 2-core machine, see
+tests/spark/spark_iceberg.py), and each table's comparisons take tens of seconds; later
+runs reuse the tables. Without a JDK or Maven the module is skipped, except under CI,
+where that is a failure."""
 
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ from polars.testing import assert_frame_equal
 from s3slice import S3SliceError
 from s3slice._local_s3 import LOCAL_CREDENTIALS
 from s3slice._output import textual as _jsonable  # binary as base64, as the rows give it
-from tests.spark_iceberg import BUCKET, SparkTable, SparkUnavailable, load_tables, tables_tree
-from tests.spark_iceberg import upload as upload_tree
+from tests.spark.spark_iceberg import BUCKET, SparkTable, SparkUnavailable, load_tables, tables_tree
+from tests.spark.spark_iceberg import upload as upload_tree
 from tests.support import S3Env, invoke
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -94,7 +96,7 @@ def spark_tables(s3_server: S3Env) -> dict[str, SparkTable]:
 
 
 def _names() -> list[str]:
-    from tests.spark_iceberg_writer import TABLES
+    from tests.spark.spark_iceberg_writer import TABLES
 
     return list(TABLES)
 

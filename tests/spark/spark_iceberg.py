@@ -3,7 +3,7 @@
 Spark runs in a venv of its own (``~/.cache/s3slice-tests/spark-<version>``, built by pip the first
 time) because the Iceberg runtime must match Spark's minor version, whatever pyspark the
 project's venv holds; the runtime jar comes from Maven Central by ``mvn dependency:get``.
-tests/spark_iceberg_writer.py writes the tables (one JVM, ~40 tables) into a local tree
+tests/spark/spark_iceberg_writer.py writes the tables (one JVM, ~40 tables) into a local tree
 whose metadata holds ``s3://BUCKET/wh/...`` paths; the tree is kept under
 ``~/.cache/s3slice-tests/spark-iceberg/<hash of the writer and versions>``, reused while neither
 changes, so only the first run on a machine pays for Spark.

@@ -1,4 +1,4 @@
-"""Writes Iceberg tables with real Spark (run by tests/spark_iceberg.py in Spark's own venv:
+"""Writes Iceberg tables with real Spark (run by tests/spark/spark_iceberg.py in Spark's own venv:
 this file imports pyspark and the standard library only).
 
     python spark_iceberg_writer.py ROOT BUCKET
