@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from s3slice import _ranges
 from s3slice._arrow import compatible, to_polars
-from s3slice._errors import ObjectFormatError
+from s3slice._errors import ObjectFormatError, is_native_panic
 from s3slice._ranges import Range
 from s3slice._settings import Settings
 from s3slice.parquet import thrift as _thrift
@@ -43,18 +43,25 @@ def stats_types(footer: Footer) -> dict[str, pl.DataType]:
 
 
 def polars_types(schema: pa.Schema) -> dict[str, pl.DataType]:
-    """The polars type of each column of ``schema`` (none when polars cannot hold it)."""
-    try:
-        return dict(to_polars(compatible(schema).empty_table()).schema)
-    except (pa.ArrowException, pl.exceptions.PolarsError, ValueError, TypeError):
-        pass
+    """The polars type of each column of ``schema`` (none when polars cannot hold it: an
+    error, or a panic, as polars' import of a ``month_day_nano_interval`` is)."""
+    whole = _types_of(compatible(schema))
+    if whole is not None:
+        return whole
     out: dict[str, pl.DataType] = {}
     for field in compatible(schema):  # one at a time: the others still prune
-        try:
-            out.update(to_polars(pa.schema([field]).empty_table()).schema)
-        except (pa.ArrowException, pl.exceptions.PolarsError, ValueError, TypeError):
-            continue
+        out.update(_types_of(pa.schema([field])) or {})
     return out
+
+
+def _types_of(schema: pa.Schema) -> dict[str, pl.DataType] | None:
+    try:
+        return dict(to_polars(schema.empty_table()).schema)
+    except BaseException as e:
+        if isinstance(e, (pa.ArrowException, pl.exceptions.PolarsError, ValueError,
+                          TypeError)) or is_native_panic(e):
+            return None
+        raise
 
 
 _UNIT_NAMES = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
