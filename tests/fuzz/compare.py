@@ -66,14 +66,17 @@ def _close(a: Any, b: Any) -> bool:
 
 def _instants(frame: pl.DataFrame) -> pl.DataFrame:
     """Timestamps as text of their UTC instant to the nanosecond (Python's datetime would
-    drop nanoseconds); their zones are compared with the types."""
+    drop nanoseconds), dates as their day numbers (Python's date holds no year 0); their
+    zones are compared with the types."""
     def text(name: str, dtype: pl.DataType) -> pl.Expr:
         c = pl.col(name)
+        if isinstance(dtype, pl.Date):
+            return c.cast(pl.Int32)
         if getattr(dtype, "time_zone", None) is not None:
             c = c.dt.convert_time_zone("UTC")
         return c.dt.to_string("%Y-%m-%dT%H:%M:%S%.9f")
     return frame.with_columns(text(n, t) for n, t in frame.schema.items()
-                              if isinstance(t, pl.Datetime))
+                              if isinstance(t, pl.Datetime | pl.Date))
 
 
 _NUMBERS = {"int", "float", "decimal"}

@@ -340,3 +340,15 @@ def test_date_statistics_judge_a_date_whether_held_as_dates_or_day_counts(
     lt, le, eq, ge, gt, ne = zip(*answers[0][text], strict=True)
     assert eq == (True, False) and gt == (False, True) and lt == (False, False)
     assert le == (True, False) and ge == (True, True) and ne == (False, True)
+
+
+def test_statistics_python_cannot_hold_in_the_column_zone_judge_nothing() -> None:
+    """A zoned timestamp at 9999-12-31 23:59:59 UTC is in year 10000 in Asia/Tokyo, which
+    Python's datetime cannot hold: the statistics then judge nothing (no OverflowError
+    escapes the planner; the differential fuzzer found it)."""
+    from s3slice.query.bounds import compare_all
+
+    last = int(dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC).timestamp()) * 10**6
+    got = compare_all([0, last], pl.Datetime("us", "Asia/Tokyo"),
+                      [("'2024-01-10 00:00:00+00:00'", None)])
+    assert got is None
