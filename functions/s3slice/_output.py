@@ -85,7 +85,9 @@ def inline_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     with contained(lambda e: OutputError(f"cannot return the rows inline: {e}"),
                    native=(pl.exceptions.PolarsError,)):
         frame = textual(frame)  # a datetime polars cannot show panics
-        text = frame.write_json()
+        # One chunk: polars' write_json writes `[]` for a frame whose first chunks are
+        # empty (row groups the filter emptied), however many rows follow.
+        text = frame.rechunk().write_json()
     if len(text) > MAX_INLINE_BYTES:
         raise ResultTooLargeError(
             f"{frame.height} rows are {len(text)} bytes as JSON; at most {MAX_INLINE_BYTES} "
