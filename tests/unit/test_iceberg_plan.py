@@ -405,13 +405,15 @@ def test_a_manifest_is_pruned_by_its_partition_summary(
         assert P.may_match_each(projected, [unit]) == [want], where
 
 
-def test_a_timestamp_literal_against_timestamptz_prunes_nothing() -> None:
-    # polars refuses to compare a timestamptz column with a naive TIMESTAMP (the query
-    # fails, typed): the projection keeps every partition.
+def test_a_timestamp_literal_against_timestamptz_is_utc() -> None:
+    # polars alone refuses to compare a timestamptz column with a naive TIMESTAMP; the
+    # service reads a zone-less literal as UTC (docs/sql.md), so the partitions prune by
+    # that instant.
     where = "tz >= TIMESTAMP '2024-03-01 00:00:00'"
     assert _matches(dict.fromkeys(NEAR) | {"tz": dt.datetime(2024, 1, 1, tzinfo=UTC)},
                     where) is None
-    assert _keeps(where, {"tz": dt.datetime(2024, 1, 1, tzinfo=UTC)})
+    assert not _keeps(where, {"tz": dt.datetime(2024, 2, 29, 23, 30, tzinfo=UTC)})
+    assert _keeps(where, {"tz": dt.datetime(2024, 3, 1, 0, 0, tzinfo=UTC)})
 
 
 def _metadata(**changes: Any) -> bytes:
