@@ -8,7 +8,7 @@ import dataclasses
 import io
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +216,28 @@ def invoke(event: Any, context: Any = None) -> Any:
     response = lambda_handler(event, context or LambdaContext())
     json.dumps(response)
     return response
+
+
+def forget_warm_state() -> None:
+    """The handler's cached engine and the footer cache forgotten, as in a new process."""
+    from s3slice import FOOTER_CACHE
+    from s3slice.entry import dispatch
+
+    dispatch.reset()
+    FOOTER_CACHE.clear()
+
+
+def fresh_lake(s3: S3Env, *buckets: str) -> Iterator[S3Env]:
+    """A fixture body: ``buckets`` emptied, and no warm state before or after the test."""
+    for bucket in buckets:
+        s3.empty_bucket(bucket)
+    forget_warm_state()
+    yield s3
+    forget_warm_state()
+
+
+def configure(monkeypatch: Any, environment: Mapping[str, str]) -> None:
+    """The function's ``environment`` set for one test, read afresh by the handler."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    forget_warm_state()

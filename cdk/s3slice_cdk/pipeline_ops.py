@@ -49,23 +49,23 @@ class FunctionAlarms(Construct):
         super().__init__(function, "Alarms")
         fn = function.invoked
         path = function.node.path
-        at_least_one = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
-        self.errors = cloudwatch.Alarm(
-            self, "Errors",
-            alarm_description=f"s3slice function {path}: invocations failed (its log's "
-                              "'message failed' lines say why)",
-            metric=fn.metric_errors(period=_PERIOD, statistic=cloudwatch.Stats.SUM),
-            threshold=1, evaluation_periods=1, comparison_operator=at_least_one,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
-        self.throttles = cloudwatch.Alarm(
-            self, "Throttles",
-            alarm_description=f"s3slice function {path}: invocations were throttled "
-                              "(concurrency limits)",
-            metric=fn.metric_throttles(period=_PERIOD, statistic=cloudwatch.Stats.SUM),
-            threshold=1, evaluation_periods=1, comparison_operator=at_least_one,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        self.errors = self._any("Errors", f"s3slice function {path}: invocations failed "
+                                "(its log's 'message failed' lines say why)",
+                                fn.metric_errors(period=_PERIOD, statistic=cloudwatch.Stats.SUM))
+        self.throttles = self._any(
+            "Throttles", f"s3slice function {path}: invocations were throttled (concurrency "
+            "limits)", fn.metric_throttles(period=_PERIOD, statistic=cloudwatch.Stats.SUM))
         self.all = [self.errors, self.throttles]
         self.topics: list[sns.ITopic] = []
+
+    def _any(self, name: str, description: str, metric: cloudwatch.IMetric
+             ) -> cloudwatch.Alarm:
+        """An alarm on any datapoint of ``metric`` at 1 or more in a period."""
+        return cloudwatch.Alarm(
+            self, name, alarm_description=description, metric=metric, threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
 
     @classmethod
     def of(cls, function: ReadFunction, topic: sns.ITopic | None) -> FunctionAlarms:

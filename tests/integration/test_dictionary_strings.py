@@ -20,9 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice import FOOTER_CACHE
-from s3slice.entry import dispatch as _entry
-from tests.support import S3Env, invoke
+from tests.support import S3Env, configure, fresh_lake, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -79,20 +77,7 @@ FILES = writers()
 
 @pytest.fixture
 def lake(s3: S3Env) -> Iterator[S3Env]:
-    for bucket in (DATA, RESULTS):
-        s3.empty_bucket(bucket)
-    _entry.reset()
-    FOOTER_CACHE.clear()
-    yield s3
-    _entry.reset()
-    FOOTER_CACHE.clear()
-
-
-def configure(monkeypatch: pytest.MonkeyPatch, config: str) -> None:
-    for name, value in CONFIGS[config].items():
-        monkeypatch.setenv(name, value)
-    _entry.reset()
-    FOOTER_CACHE.clear()
+    yield from fresh_lake(s3, DATA, RESULTS)
 
 
 def duck(data: list[bytes], sql: str, tmp: Any) -> list[tuple[Any, ...]]:
@@ -123,7 +108,7 @@ def rows(frame: pl.DataFrame) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize("writer", sorted(FILES))
 def test_dictionary_strings_answer_as_strings(lake: S3Env, monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Any, writer: str, config: str) -> None:
-    configure(monkeypatch, config)
+    configure(monkeypatch, CONFIGS[config])
     data = FILES[writer]
     assert pa.types.is_dictionary(pq.read_schema(pa.BufferReader(data)).field("s").type)
     lake.client.put_object(Bucket=DATA, Key=f"one/{writer}.parquet", Body=data)

@@ -26,9 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice import FOOTER_CACHE, QueryError
-from s3slice.entry import dispatch as _entry
-from tests.support import S3Env, invoke
+from s3slice import QueryError
+from tests.support import S3Env, configure, fresh_lake, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -88,20 +87,7 @@ CONFIGS: dict[str, dict[str, str]] = {
 
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
-    for bucket in (DATA, RESULTS):
-        s3.empty_bucket(bucket)
-    _entry.reset()
-    FOOTER_CACHE.clear()
-    yield s3
-    _entry.reset()
-    FOOTER_CACHE.clear()
-
-
-def configure(monkeypatch: pytest.MonkeyPatch, config: str) -> None:
-    for name, value in CONFIGS[config].items():
-        monkeypatch.setenv(name, value)
-    _entry.reset()
-    FOOTER_CACHE.clear()
+    yield from fresh_lake(s3, DATA, RESULTS)
 
 
 def case_table(name: str) -> pa.Table:
@@ -154,7 +140,7 @@ def answer(s3: S3Env, source: str, query: dict[str, Any]) -> tuple[pl.DataFrame,
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_constant_is_compared_in_the_columns_own_type(
         lake: S3Env, monkeypatch: pytest.MonkeyPatch, name: str, config: str) -> None:
-    configure(monkeypatch, config)
+    configure(monkeypatch, CONFIGS[config])
     data = parquet(case_table(name))
     md = pq.read_metadata(pa.BufferReader(data))
     statistics = md.row_group(1).column(1).statistics
@@ -173,7 +159,7 @@ def test_a_constant_is_compared_in_the_columns_own_type(
 def test_pruning_still_prunes_what_cannot_match(
         lake: S3Env, monkeypatch: pytest.MonkeyPatch, config: str) -> None:
     """The same objects, with constants no row equals: row groups are skipped."""
-    configure(monkeypatch, config)
+    configure(monkeypatch, CONFIGS[config])
     for name, where in (("uint64", "c = 18446744073709551613"),
                         ("decimal", "c = 1234567890123.4569"),
                         ("zoned_vs_plain_text", "c = '2024-01-01 11:00:00'")):
@@ -273,7 +259,7 @@ def test_a_bloom_filter_is_asked_only_for_the_one_value_that_can_match(
         lake: S3Env, monkeypatch: pytest.MonkeyPatch, values: list[int], where: str) -> None:
     """Statistics cannot rule these row groups out (the constant lies between their
     bounds); a Bloom filter hashing the wrong value did, and lost the match."""
-    configure(monkeypatch, "ranges")
+    configure(monkeypatch, CONFIGS["ranges"])
     column = pa.array([v + 10 * g for g in range(4) for v in values * 20], pa.int64())
     table = pa.table({"id": pa.array(range(len(column)), pa.int64()), "c": column})
     buf = io.BytesIO()

@@ -20,9 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice import FOOTER_CACHE, ObjectFormatError
-from s3slice.entry import dispatch as _entry
-from tests.support import S3Env, invoke
+from s3slice import ObjectFormatError
+from tests.support import S3Env, configure, fresh_lake, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -36,20 +35,7 @@ CONFIGS: dict[str, dict[str, str]] = {
 
 @pytest.fixture
 def lake(s3: S3Env) -> Iterator[S3Env]:
-    for bucket in (DATA, RESULTS):
-        s3.empty_bucket(bucket)
-    _entry.reset()
-    FOOTER_CACHE.clear()
-    yield s3
-    _entry.reset()
-    FOOTER_CACHE.clear()
-
-
-def configure(monkeypatch: pytest.MonkeyPatch, config: str) -> None:
-    for name, value in CONFIGS[config].items():
-        monkeypatch.setenv(name, value)
-    _entry.reset()
-    FOOTER_CACHE.clear()
+    yield from fresh_lake(s3, DATA, RESULTS)
 
 
 def put(s3: S3Env, key: str, table: pa.Table, **kw: Any) -> bytes:
@@ -76,7 +62,7 @@ def duck(data: bytes, sql: str, tmp: Any) -> tuple[list[str], list[tuple[Any, ..
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_a_column_named_empty_keeps_its_name(lake: S3Env, monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Any, config: str) -> None:
-    configure(monkeypatch, config)
+    configure(monkeypatch, CONFIGS[config])
     table = pa.table({"": pa.array(range(300), pa.int64()),
                       "a": pa.array([i % 11 for i in range(300)], pa.int64())})
     data = put(lake, "blank.parquet", table, row_group_size=100)
@@ -99,7 +85,7 @@ def test_a_column_named_empty_keeps_its_name(lake: S3Env, monkeypatch: pytest.Mo
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_a_repeated_name_is_refused_by_name_where_it_is_needed(
         lake: S3Env, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, config: str) -> None:
-    configure(monkeypatch, config)
+    configure(monkeypatch, CONFIGS[config])
     table = pa.Table.from_arrays(
         [pa.array(range(200), pa.int64()), pa.array(range(200, 400), pa.int64()),
          pa.array([f"v{i % 5}" for i in range(200)])], names=["a", "a", "b"])
