@@ -41,6 +41,7 @@ def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
     (a nested value in a CSV field is its JSON text)."""
     buf = io.BytesIO()
     if output.format == "parquet":
+        _check_parquet_holds(frame.schema)
         frame.write_parquet(buf, compression=output.compression)  # type: ignore[arg-type]
         return buf.getvalue()
     frame = textual(frame)
@@ -52,6 +53,27 @@ def serialize(frame: pl.DataFrame, output: OutputSpec) -> bytes:
         frame.write_ndjson(buf)
     data = buf.getvalue()
     return gzip.compress(data, mtime=0) if output.compression == "gzip" else data
+
+
+def _empty_structs(name: str, dtype: object) -> list[str]:
+    """The paths, under ``name``, of struct types with no fields (a JSON ``{}``)."""
+    if isinstance(dtype, pl.Struct):
+        if not dtype.fields:
+            return [name]
+        return [p for f in dtype.fields for p in _empty_structs(f"{name}.{f.name}", f.dtype)]
+    if isinstance(dtype, pl.List | pl.Array):
+        return _empty_structs(f"{name}[]", dtype.inner)
+    return []
+
+
+def _check_parquet_holds(schema: pl.Schema) -> None:
+    """Parquet has no group without fields: a struct column with none (read from JSON's
+    ``{}``) is refused by name before anything is written, where polars' writer would fail
+    with no column named."""
+    empty = [p for name, dtype in schema.items() for p in _empty_structs(name, dtype)]
+    if empty:
+        raise OutputError(f"column {empty[0]!r} is a struct with no fields, which Parquet "
+                          "cannot hold: leave it out, or write the result as json or csv")
 
 
 def output_key(output: OutputSpec, request: Request, source: ObjectRef | None) -> str:

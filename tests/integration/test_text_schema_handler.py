@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from s3slice import FOOTER_CACHE, ObjectFormatError
+from s3slice import FOOTER_CACHE, ObjectFormatError, S3SliceError
 from s3slice.entry import dispatch as _entry
 from tests.support import S3Env, invoke
 
@@ -160,3 +160,35 @@ def test_a_compression_bomb_is_a_typed_error_naming_the_object(
         invoke({"source": uri, "output": {"uri": f"s3://{RESULTS}/out/"}})
     assert uri in str(info.value)
     assert lake.keys(RESULTS) == []
+
+
+# A JSON ``{}`` is a struct with no fields in polars and pyarrow (DuckDB: an empty map).
+EMPTY_STRUCTS = (b'{"id":1,"e":{},"n":{"in":{}}}\n{"id":2,"e":{},"n":{"in":{}}}\n'
+                 b'{"id":3,"e":null,"n":null}\n')
+
+
+def test_an_empty_struct_column_keeps_its_empty_values_where_text_can_hold_them(
+        lake: S3Env) -> None:
+    uri = put(lake, "in/empty.jsonl", EMPTY_STRUCTS)
+    expected = [json.loads(line) for line in EMPTY_STRUCTS.splitlines() if b'"id":1' not in line]
+    inline = invoke({"source": uri, "filter": "id > 1"})
+    assert inline["rows"] == expected
+    written = invoke({"source": uri, "filter": "id > 1",
+                      "output": {"uri": f"s3://{RESULTS}/json/", "format": "json"}})
+    [out] = written["outputs"]
+    assert [json.loads(line) for line in lake.get(out["uri"]).splitlines()] == expected
+    assert select("in/empty.jsonl", "SELECT s.e, s.n FROM s3object s WHERE s.id > 1") == [
+        {"e": row["e"], "n": row["n"]} for row in expected]
+
+
+def test_an_empty_struct_column_is_refused_by_name_for_parquet_output(lake: S3Env) -> None:
+    uri = put(lake, "in/empty.jsonl", EMPTY_STRUCTS)
+    with pytest.raises(S3SliceError, match=r"column 'n\.in' is a struct with no fields") as e:
+        invoke({"source": uri, "columns": ["id", "n"],
+                "output": {"uri": f"s3://{RESULTS}/pq/"}})
+    assert type(e.value).__name__ == "OutputError"
+    assert lake.keys(RESULTS) == []
+    # Left out, the rest is written.
+    [out] = invoke({"source": uri, "columns": ["id"],
+                    "output": {"uri": f"s3://{RESULTS}/pq/"}})["outputs"]
+    assert pl.read_parquet(lake.get(out["uri"]))["id"].to_list() == [1, 2, 3]
