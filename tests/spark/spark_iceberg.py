@@ -87,6 +87,7 @@ def runtime_jar(log: Path) -> Path:
 def _fingerprint() -> str:
     digest = hashlib.sha256(WRITER.read_bytes())
     digest.update(f"{SPARK_VERSION} {ICEBERG_RUNTIME} {BUCKET}".encode())
+    digest.update(os.environ.get("S3SLICE_SPARK_TABLES", "").encode())
     return digest.hexdigest()[:16]
 
 

@@ -192,6 +192,15 @@ TABLES["snapshots"] = [
 ]
 
 
+def chosen() -> dict[str, list[str]]:
+    """The tables to write: those S3SLICE_SPARK_TABLES names (comma-separated), else all."""
+    names = [n for n in os.environ.get("S3SLICE_SPARK_TABLES", "").split(",") if n]
+    unknown = sorted(set(names) - set(TABLES))
+    if unknown:
+        raise SystemExit(f"S3SLICE_SPARK_TABLES names no table {unknown}; known: {list(TABLES)}")
+    return {name: TABLES[name] for name in names} if names else TABLES
+
+
 def main(root: str, bucket: str) -> None:
     from pyspark.sql import SparkSession
 
@@ -221,7 +230,7 @@ def main(root: str, bucket: str) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark started in {time.monotonic() - start:.0f} s", flush=True)
     listing = []
-    for name, statements in TABLES.items():
+    for name, statements in chosen().items():
         full = f"{CATALOG}.db.{name}"
         for sql in statements:
             spark.sql(sql.replace("$T", full))
