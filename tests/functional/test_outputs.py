@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import s3slice._output as output_module
+import s3slice.answer.write as output_module
 from s3slice import (
     Engine,
     FooterCache,
@@ -22,7 +22,7 @@ from s3slice import (
     Settings,
     parse_request,
 )
-from s3slice._model import ObjectRef, OutputSpec, Query, Request
+from s3slice.core.model import ObjectRef, OutputSpec, Query, Request
 
 BUCKET = "data"
 

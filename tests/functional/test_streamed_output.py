@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-import s3slice._output as output_module
+import s3slice.answer.write as output_module
 from s3slice import (
     Engine,
     FooterCache,
@@ -22,7 +22,7 @@ from s3slice import (
     Settings,
     parse_request,
 )
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from tests import malformed
 
 BUCKET = "data"

@@ -11,9 +11,9 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import RequestError
-from s3slice._model import parse_request
-from s3slice._settings import Settings
+from s3slice.core.errors import RequestError
+from s3slice.core.model import parse_request
+from s3slice.core.settings import Settings
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats
 

@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice._errors import OutputError, contained
+from s3slice.core.errors import OutputError, contained
 from s3slice.fetch.image import tmp_dir_error
 
 #: polars' names of the Parquet codecs, as pyarrow knows them.
@@ -21,7 +21,7 @@ _CODECS = {"uncompressed": "none"}
 
 
 class ParquetSpool:
-    """A :class:`s3slice._read.PieceSink` holding up to ``hold_bytes`` of pieces, then
+    """A :class:`s3slice.readers.base.PieceSink` holding up to ``hold_bytes`` of pieces, then
     writing them and the rest to one Parquet file in ``directory``."""
 
     def __init__(self, directory: str, compression: str, *, hold_bytes: int) -> None:

@@ -1,4 +1,4 @@
-"""The rule of :mod:`s3slice._values` applied to a polars frame: the values every text
+"""The rule of :mod:`s3slice.core.values` applied to a polars frame: the values every text
 answer (inline rows, NDJSON and CSV outputs, S3 Select's records) is written from."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import OutputError
-from s3slice._values import (
+from s3slice.core.errors import OutputError
+from s3slice.core.values import (
     DATETIME_FORMAT,
     DURATION_FORMAT,
     TIME_FORMAT,
@@ -24,7 +24,7 @@ def textual(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with every value a text writer would write its own way as the text the
     rule gives it, nested ones too: binary as base64 (RFC 4648, padded), timestamps, times
     and durations as ISO 8601. A timestamp chrono cannot show (a year past 262142) panics
-    here: callers run this inside :func:`s3slice._errors.contained`."""
+    here: callers run this inside :func:`s3slice.core.errors.contained`."""
     changed = [e.alias(name) for name, dtype in frame.schema.items()
                if (e := _as_text(pl.col(name), dtype)) is not None]
     return frame.with_columns(changed) if changed else frame
@@ -108,7 +108,7 @@ def non_finite_rows(frame: pl.DataFrame) -> list[tuple[int, dict[str, Any]]]:
 
 def json_records(frame: pl.DataFrame) -> list[str]:
     """One JSON object's text per row, as polars writes NDJSON but with the values of
-    :func:`textual` and NaN and infinities as :data:`s3slice._values.NON_FINITE` says
+    :func:`textual` and NaN and infinities as :data:`s3slice.core.values.NON_FINITE` says
     (polars: null). Split at ``\\n`` only: a string may hold U+2028 and the like."""
     frame = textual(frame)
     if not frame.height:

@@ -29,10 +29,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from s3slice._cli_query import UsageError, query_request
-from s3slice._errors import S3SliceError
-from s3slice._invoke import LambdaContext, StdoutClosed, invoke, print_json, print_rows
-from s3slice._model import COMPRESSIONS
+from s3slice.cli.invoke import LambdaContext, StdoutClosed, invoke, print_json, print_rows
+from s3slice.cli.query import UsageError, query_request
+from s3slice.core.errors import S3SliceError
+from s3slice.core.model import COMPRESSIONS
 
 #: The exit codes above.
 EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -140,7 +140,7 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from s3slice._demo import demo
+    from s3slice.cli.demo import demo
 
     return demo(rows=args.rows, row_groups=args.row_groups)
 

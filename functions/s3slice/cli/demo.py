@@ -9,7 +9,7 @@ import shlex
 
 import polars as pl
 
-from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS, LocalS3
 
 BUCKET = "s3slice-demo"
 KEY = "sales/2024/orders.parquet"
@@ -31,7 +31,7 @@ def sample_table(rows: int, *, seed: int = 4) -> pl.DataFrame:
 def demo(*, rows: int = 2_000_000, row_groups: int = 8) -> int:
     import boto3
 
-    from s3slice._invoke import LambdaContext, invoke, print_json
+    from s3slice.cli.invoke import LambdaContext, invoke, print_json
 
     for name, value in LOCAL_CREDENTIALS.items():
         os.environ.setdefault(name, value)

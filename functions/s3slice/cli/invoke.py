@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from s3slice._values import cell_text, dump
+from s3slice.core.values import cell_text, dump
 
 
 class LambdaContext:
@@ -76,7 +76,7 @@ def _environ(variables: Mapping[str, str]) -> Iterator[None]:
 def print_rows(rows: Sequence[Mapping[str, Any]], form: str,
                columns: Sequence[str] | None = None) -> None:
     """Rows on stdout: ``json`` (one JSON object a line), ``csv`` (a header, then a line a
-    row) or ``table`` (every row, aligned), values by :mod:`s3slice._values`' rule (a
+    row) or ``table`` (every row, aligned), values by :mod:`s3slice.core.values`' rule (a
     record or a list as its compact JSON text, non-ASCII as is). ``columns`` names them in
     order (a header even with no rows); else the first row's keys."""
     names = list(columns) if columns is not None else list(rows[0]) if rows else []

@@ -1,4 +1,4 @@
-"""The JSON request ``s3slice query`` sends, from its command line (:mod:`s3slice.__main__`
+"""The JSON request ``s3slice query`` sends, from its command line (:mod:`s3slice.cli.command`
 parses it): every option given goes into the request, and a combination the request
 cannot express is a :class:`UsageError`."""
 
@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from s3slice.contract import file_format, source_format
+from s3slice.core.contract import file_format, source_format
 
 
 class UsageError(Exception):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from s3slice._settings import Settings
+from s3slice.core.settings import Settings
 
 
 def cost(settings: Settings, *, duration_ms: float, requests: Mapping[str, int]

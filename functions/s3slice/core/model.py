@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from s3slice._errors import RequestError
-from s3slice._table import TableSource, parse_table_source
-from s3slice.contract import OUTPUT_FORMATS, OutputFormat, file_format
+from s3slice.core.contract import OUTPUT_FORMATS, OutputFormat, file_format
+from s3slice.core.errors import RequestError
+from s3slice.core.table import TableSource, parse_table_source
 
 InputFormat = Literal["parquet", "csv", "json"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]

@@ -7,7 +7,7 @@ import bisect
 import threading
 from collections.abc import Iterable
 
-from s3slice._settings import Settings
+from s3slice.core.settings import Settings
 
 Range = tuple[int, int]
 

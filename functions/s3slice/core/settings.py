@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args
 
-from s3slice._errors import ConfigurationError, RequestError
+from s3slice.core.errors import ConfigurationError, RequestError
 
 Strategy = Literal["auto", "ranges", "whole", "batches"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)

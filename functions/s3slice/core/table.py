@@ -6,7 +6,7 @@ current at a time)::
     {"iceberg": {"glue": "db.t"}, "snapshot_id": 123}
     {"iceberg": "s3://...", "as_of": "2024-05-01T12:00:00Z"}   -- or milliseconds
 
-Standard library only: :mod:`s3slice._model` parses requests with it.
+Standard library only: :mod:`s3slice.core.model` parses requests with it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Mapping, Sequence
 
-from s3slice._errors import RequestError
+from s3slice.core.errors import RequestError
 
 TABLE_FIELDS = frozenset({"iceberg", "snapshot_id", "as_of"})
 

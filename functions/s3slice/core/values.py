@@ -17,7 +17,7 @@ them by this rule:
 - text as it is (non-ASCII characters are never escaped).
 
 This module holds the rule for values already in JSON form (no polars: the command line
-imports it); :mod:`s3slice._textual` applies it to a polars frame.
+imports it); :mod:`s3slice.answer.textual` applies it to a polars frame.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from s3slice._model import ObjectRef
-from s3slice._ranges import Range
-from s3slice._settings import Settings
+from s3slice.core.model import ObjectRef
+from s3slice.core.ranges import Range
+from s3slice.core.settings import Settings
 from s3slice.fetch.base import Fetcher
 from s3slice.fetch.image import FileImage
 from s3slice.query.analysis import Analysis
