@@ -78,7 +78,7 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
             decode,
             "parquet/decode.py decode",
         ),
-        ("  write: encode Parquet", encode, "_output.serialize"),
+        ("  write: encode Parquet", encode, "answer.write.serialize"),
         ("  write: PUT", put, "S3Fetcher.put"),
         ("  write: rest", write - encode - put, "write_outputs - serialize - put"),
         ("  engine, rest", read - parquet, "Engine.read - ParquetReader.read"),

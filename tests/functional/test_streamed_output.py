@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-import s3slice.answer.write as output_module
+import s3slice.answer.run as run_module
 from s3slice import (
     Engine,
     FooterCache,
@@ -47,7 +47,7 @@ def respond(root: Path, request: dict[str, Any], **settings: Any
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(memory_mb=1024, tmp_dir=str(root / "scratch"), **settings),
                     fetcher=fetcher, footer_cache=FooterCache(1 << 20))
-    answer = output_module.run(parse_request(request), engine=engine)
+    answer = run_module.run(parse_request(request), engine=engine)
     return answer.to_dict(), fetcher
 
 
