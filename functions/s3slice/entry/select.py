@@ -188,7 +188,7 @@ def run_select(event: Mapping[str, Any], *, engine: Engine) -> dict[str, Any]:
         spec = InputSpec(**{**spec.__dict__, "scan_range": scan_range})
     output = parse_output(event.get("output"))
     if output is not None and output.bucket == bucket and key.startswith(output.prefix):
-        # The recursion guard of a direct request (_model's _check_disjoint).
+        # The recursion guard of a direct request (core.model's _check_disjoint).
         raise RequestError(f"s3://{bucket}/{key} lies under the output location "
                            f"{output.uri}; outputs are never read as input", field="output.uri")
     request = Request(sources=(ObjectRef(bucket=bucket, key=key),),
