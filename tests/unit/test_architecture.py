@@ -191,3 +191,17 @@ def test_modules_and_classes_stay_small(path: Path) -> None:
         if isinstance(node, ast.ClassDef):
             assert node.end_lineno is not None
             assert node.end_lineno - node.lineno + 1 <= MAX_CLASS_LINES, node.name
+
+
+def test_importing_the_package_imports_nothing_heavy() -> None:
+    """``import s3slice`` (the error classes, ``--version``) loads no polars, pyarrow or
+    engine: the public API's other names are imported on first use (PEP 562)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, s3slice; s3slice.RequestError; print(sorted(n for n in sys.modules "
+            "if n.split('.')[0] in ('polars', 'pyarrow', 'sqlglot') or n.startswith("
+            "('s3slice.engine', 's3slice.answer', 's3slice.fetch', 's3slice.parquet'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={"PYTHONPATH": str(REPO / "functions")}, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout
