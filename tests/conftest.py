@@ -10,8 +10,8 @@ import boto3
 import pytest
 from hypothesis import HealthCheck, settings
 
-from s3slice.__main__ import LambdaContext
-from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
+from s3slice.cli.invoke import LambdaContext
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS, LocalS3
 from tests.support import Faults, S3Env, ServerLog, chain, counting, injecting
 
 # Tests assert behaviour, never time: hypothesis' per-example deadline is off.

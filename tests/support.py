@@ -210,7 +210,7 @@ def invoke(event: Any, context: Any = None) -> Any:
     Lambda makes it."""
     import json
 
-    from s3slice.__main__ import LambdaContext
+    from s3slice.cli.invoke import LambdaContext
     from s3slice.handler import lambda_handler
 
     response = lambda_handler(event, context or LambdaContext())

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from s3slice._errors import (
+from s3slice.core.errors import (
     AccessDeniedError,
     ConfigurationError,
     FilterSyntaxError,
@@ -36,13 +36,13 @@ from s3slice._errors import (
 )
 
 if TYPE_CHECKING:
-    from s3slice._frames import read_parquet
-    from s3slice._model import ObjectRef as ObjectRef
-    from s3slice._model import OutputSpec as OutputSpec
-    from s3slice._model import Query as Query
-    from s3slice._model import Request
-    from s3slice._model import parse_request as parse_request
-    from s3slice._settings import Settings
+    from s3slice.answer.frames import read_parquet
+    from s3slice.core.model import ObjectRef as ObjectRef
+    from s3slice.core.model import OutputSpec as OutputSpec
+    from s3slice.core.model import Query as Query
+    from s3slice.core.model import Request
+    from s3slice.core.model import parse_request as parse_request
+    from s3slice.core.settings import Settings
     from s3slice.engine.engine import Engine as Engine
     from s3slice.engine.results import ReadResult, Stats
     from s3slice.fetch.base import Fetcher
@@ -58,11 +58,12 @@ if TYPE_CHECKING:
 #: and the error classes) costs no polars, pyarrow or engine import; the first use of
 #: one of these names imports its module (PEP 562).
 _LAZY = {
-    "read_parquet": "s3slice._frames",
-    "ObjectRef": "s3slice._model", "OutputSpec": "s3slice._model", "Query": "s3slice._model",
-    "Request": "s3slice._model", "parse_request": "s3slice._model",
+    "read_parquet": "s3slice.answer.frames",
+    "ObjectRef": "s3slice.core.model", "OutputSpec": "s3slice.core.model",
+    "Query": "s3slice.core.model", "Request": "s3slice.core.model",
+    "parse_request": "s3slice.core.model",
     "Engine": "s3slice.engine.engine", "Fetcher": "s3slice.fetch.base",
-    "Settings": "s3slice._settings",
+    "Settings": "s3slice.core.settings",
     "ReadResult": "s3slice.engine.results", "Stats": "s3slice.engine.results",
     "LocalFetcher": "s3slice.fetch.local", "RecordingFetcher": "s3slice.fetch.local",
     "S3Fetcher": "s3slice.fetch.s3",
@@ -113,8 +114,8 @@ __all__ = [
 def read(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
          fetcher: Fetcher | None = None) -> ReadResult:
     """Answer ``request`` with a polars frame (``.frame``) and honest stats (``.stats``)."""
-    from s3slice._model import Request, parse_request
-    from s3slice._settings import Settings
+    from s3slice.core.model import Request, parse_request
+    from s3slice.core.settings import Settings
     from s3slice.engine.engine import Engine as Engine
 
     if not isinstance(request, Request):
@@ -125,9 +126,9 @@ def read(request: Request | Mapping[str, Any], *, settings: Settings | None = No
 def run(request: Request | Mapping[str, Any], *, settings: Settings | None = None,
         fetcher: Fetcher | None = None) -> dict[str, Any]:
     """Read, write the outputs, and return the service's JSON response."""
-    from s3slice._model import Request, parse_request
-    from s3slice._output import run as _run
-    from s3slice._settings import Settings
+    from s3slice.answer.run import run as _run
+    from s3slice.core.model import Request, parse_request
+    from s3slice.core.settings import Settings
     from s3slice.engine.engine import Engine as Engine
 
     if not isinstance(request, Request):

@@ -50,8 +50,8 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
     fetch = _find(st, "fetch/s3.py", "get_ranges")[1] + _find(st, "read_ahead.py", "take")[1]
     image = _find(st, "fetch/image.py", "write")[1]
     decode = _find(st, "parquet/decode.py", "decode")[1]
-    write = _find(st, "_output.py", "write_outputs")[1]
-    encode = _find(st, "_output.py", "serialize")[1]
+    write = _find(st, "answer/write.py", "write_outputs")[1]
+    encode = _find(st, "answer/write.py", "serialize")[1]
     put = _find(st, "fetch/s3.py", "put")[1]
     tail = _find(st, "fetch/s3.py", "get_tail")[1]
     rows = [
@@ -78,7 +78,7 @@ def cprofile_phases(path: Path, jobs: int) -> list[tuple[str, float, str]]:
             decode,
             "parquet/decode.py decode",
         ),
-        ("  write: encode Parquet", encode, "_output.serialize"),
+        ("  write: encode Parquet", encode, "answer.write.serialize"),
         ("  write: PUT", put, "S3Fetcher.put"),
         ("  write: rest", write - encode - put, "write_outputs - serialize - put"),
         ("  engine, rest", read - parquet, "Engine.read - ParquetReader.read"),
@@ -127,7 +127,7 @@ PYSPY_CLASSES: list[tuple[str, tuple[str, ...]]] = [
     ("footer parse + plan", ("_plan.py", "_predicate.py", "libparquet", "thrift", "_bloom.py")),
     ("decode + filter (main thread's share)", ("_decode", "_try_polars", "polars")),
     ("Python: handler, logging, metrics", ("aws_lambda_powertools", "logging", "_observe.py")),
-    ("write", ("_output.py",)),
+    ("write", ("answer/write.py", "answer/run.py")),
 ]
 
 

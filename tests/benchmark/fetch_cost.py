@@ -84,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
                           AWS_REGION=REGION, AWS_ENDPOINT_URL_S3=endpoint)
         sys.path.insert(0, str(REPO / "functions"))
-        from s3slice._model import ObjectRef
-        from s3slice._settings import Settings
+        from s3slice.core.model import ObjectRef
+        from s3slice.core.settings import Settings
         from s3slice.fetch.image import MemoryImage
         from s3slice.fetch.s3 import S3Fetcher
 

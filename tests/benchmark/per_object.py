@@ -71,7 +71,7 @@ def measure(code_dir: Path, runs: int, *, polars_peer: bool = False
         if polars_peer:
             return _measure_polars(sub.direct_endpoint, uploaded, runs)
         sys.path.insert(0, str(code_dir))
-        from s3slice.__main__ import LambdaContext
+        from s3slice.cli.invoke import LambdaContext
         from s3slice.handler import lambda_handler
 
         out: list[dict[str, float]] = []

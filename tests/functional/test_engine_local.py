@@ -26,7 +26,7 @@ from s3slice import (
     Settings,
     UnknownColumnError,
 )
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from s3slice.fetch.image import MemoryImage, Unwritten
 from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import plan_parquet
@@ -101,7 +101,7 @@ def test_exact_ranges_for_a_footer_and_query(root: Path) -> None:
     result = read_request(engine, {"source": f"s3://{BUCKET}/t.parquet", "columns": ["col_2"],
                           "filter": "col_1 <= 1000"})
     footer = parse_footer(data, size=len(data), uri="u")
-    from s3slice._model import Query
+    from s3slice.core.model import Query
     from s3slice.query.analyzer import analyze
     plan = plan_parquet(footer, columns=["col_1", "col_2"],
                         predicate=analyze(Query(filter="col_1 <= 1000")).predicate, uri="u")
@@ -109,7 +109,7 @@ def test_exact_ranges_for_a_footer_and_query(root: Path) -> None:
     assert len(tail) == 1 and tail[0].end == len(data) and tail[0].start == len(data) - 65536
     expected = sorted(r for g in plan.row_groups for r in plan.chunks[g])
     # adjacent chunks of one row group are one range when max_gap is 0
-    from s3slice._ranges import coalesce
+    from s3slice.core.ranges import coalesce
     assert rec.ranges() == coalesce(expected, 0)
     assert result.stats.bytes_fetched == 65536 + plan.needed_bytes
     assert result.stats.requests == 1 + len(coalesce(expected, 0))
@@ -297,7 +297,7 @@ def test_footer_cache_skips_the_footer_request(root: Path) -> None:
     first = read_request(engine, {"source": src, "columns": ["col_1"], "filter": "col_1 <= 1000"})
     etag = LocalFetcher._etag(root / BUCKET / "t.parquet")
     from s3slice import ObjectRef
-    from s3slice._model import Query, Request
+    from s3slice.core.model import Query, Request
     req = Request(sources=(ObjectRef(bucket=BUCKET, key="t.parquet", etag=etag),),
                   query=Query(columns=("col_1",), filter="col_1 <= 1000"))
     rec.calls.clear()
@@ -316,7 +316,7 @@ def test_small_object_of_known_size_is_one_request(tmp_path: Path) -> None:
     size = (tmp_path / BUCKET / "small.parquet").stat().st_size
     engine, rec = engine_for(tmp_path)
     from s3slice import ObjectRef
-    from s3slice._model import Query, Request
+    from s3slice.core.model import Query, Request
     req = Request(sources=(ObjectRef(bucket=BUCKET, key="small.parquet", size=size),),
                   query=Query(filter="col_1 < 500000"))
     result = read_request(engine, req)

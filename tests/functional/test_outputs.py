@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import s3slice._output as output_module
+import s3slice.answer.run as run_module
+import s3slice.answer.textual as textual_module
+import s3slice.answer.write as output_module
 from s3slice import (
     Engine,
     FooterCache,
@@ -22,7 +24,7 @@ from s3slice import (
     Settings,
     parse_request,
 )
-from s3slice._model import ObjectRef, OutputSpec, Query, Request
+from s3slice.core.model import ObjectRef, OutputSpec, Query, Request
 
 BUCKET = "data"
 
@@ -39,7 +41,7 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
 
 def respond(request: dict[str, Any], *, engine: Engine) -> dict[str, Any]:
     """The service's JSON response to a request given as JSON."""
-    return output_module.run(parse_request(request), engine=engine).to_dict()
+    return run_module.run(parse_request(request), engine=engine).to_dict()
 
 
 def test_small_results_come_back_inline(engine: Engine) -> None:
@@ -141,7 +143,7 @@ def test_json_records_keep_every_value_apart(rows: list[tuple[Any, str, Any]]) -
 
     def strict(constant: str) -> Any:
         raise AssertionError(constant)
-    lines = output_module.json_records(frame)
+    lines = textual_module.json_records(frame)
     inline = output_module.inline_rows(frame)
     assert len(lines) == len(inline) == len(rows)
     for line, row, raw in zip(lines, inline, rows, strict=True):
@@ -155,7 +157,7 @@ def test_a_patched_record_keeps_its_other_numbers_digit_for_digit() -> None:
     from decimal import Decimal
     frame = pl.DataFrame({"x": [float("nan"), 0.1], "d": [Decimal("12345678901234567.89")] * 2,
                           "big": [2**63 - 1] * 2, "f": [1e-300, 1e300]})
-    lines = output_module.json_records(frame)
+    lines = textual_module.json_records(frame)
     plain = frame.write_ndjson().split("\n")
     assert lines[0] == plain[0].replace('"x":null', '"x":"NaN"')
     assert lines[1] == plain[1]

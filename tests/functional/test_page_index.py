@@ -32,8 +32,8 @@ from s3slice import (
     RecordingFetcher,
     Settings,
 )
-from s3slice._model import Query
-from s3slice._ranges import Held
+from s3slice.core.model import Query
+from s3slice.core.ranges import Held
 from s3slice.parquet import plan as _plan
 from s3slice.parquet.footer import parse_footer
 from s3slice.query import predicate as P
@@ -158,7 +158,7 @@ def test_a_time_window_fetches_only_the_pages_that_overlap_it(tmp_path: Path) ->
     index_reads = [r for r in rec.ranges() if r[0] >= index_start]
     assert len(index_reads) == (1 if index_start < tail_start else 0)
     assert all(r[1] <= tail_start for r in index_reads)
-    from s3slice._ranges import coalesce
+    from s3slice.core.ranges import coalesce
     assert [r for r in rec.ranges() if r[1] <= index_start] == coalesce(want, 0)
     assert result.stats.needed_bytes == sum(b - a for a, b in want)
     assert result.stats.rows_in == rows_total

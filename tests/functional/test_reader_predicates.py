@@ -34,7 +34,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice import FOOTER_CACHE, Engine, FooterCache, LocalFetcher, S3SliceError, Settings
-from s3slice._model import parse_request
+from s3slice.core.model import parse_request
 from s3slice.entry import dispatch as _entry
 from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze

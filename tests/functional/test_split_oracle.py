@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3slice._model import Query
+from s3slice.core.model import Query
 from s3slice.query.analyzer import analyze
 from s3slice.query.paths import with_paths
 from s3slice.query.split import split_query

@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-import s3slice._output as output_module
+import s3slice.answer.run as run_module
 from s3slice import (
     Engine,
     FooterCache,
@@ -22,7 +22,7 @@ from s3slice import (
     Settings,
     parse_request,
 )
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from tests import malformed
 
 BUCKET = "data"
@@ -47,7 +47,7 @@ def respond(root: Path, request: dict[str, Any], **settings: Any
     fetcher = RecordingFetcher(LocalFetcher(root))
     engine = Engine(Settings(memory_mb=1024, tmp_dir=str(root / "scratch"), **settings),
                     fetcher=fetcher, footer_cache=FooterCache(1 << 20))
-    answer = output_module.run(parse_request(request), engine=engine)
+    answer = run_module.run(parse_request(request), engine=engine)
     return answer.to_dict(), fetcher
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import s3slice.fetch.image
 from s3slice import Engine, LocalFetcher, S3SliceTransientError, Settings
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from tests.support import read_request
 
 BUCKET = "data"

@@ -36,7 +36,7 @@ def case_seeds(run_seed: int) -> Iterator[int]:
 def s3_server() -> Iterator[Any]:
     import boto3
 
-    from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
+    from s3slice.cli.local_s3 import LOCAL_CREDENTIALS, LocalS3
 
     os.environ.update(LOCAL_CREDENTIALS)
     # The handler's log lines and metrics would bury the findings.

@@ -717,7 +717,7 @@ LAYER_TESTS = ("tests/integration/test_s3_end_to_end.py",
 #: What those tests need besides the service and its dependencies: the test runner (and
 #: hypothesis, which tests/conftest.py imports), boto3 (which the Lambda runtime provides)
 #: and the embedded S3 server, i.e. moto for S3 plus the server-mode pieces of
-#: ``moto[server]`` that ``s3slice._local_s3`` uses (flask, flask-cors). The rest of that
+#: ``moto[server]`` that ``s3slice.cli.local_s3`` uses (flask, flask-cors). The rest of that
 #: extra (cfn-lint, sympy, docker, aws-xray-sdk, ...) is for other services, would triple
 #: the install, and would put on the path an X-Ray SDK that the layer deliberately leaves
 #: out.

@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.data_classes import SQSRecord
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint
 
-from s3slice._model import ObjectRef
+from s3slice.core.model import ObjectRef
 from s3slice.entry import events as function_events
 from s3slice.entry.config import refuse_unwatched
 from s3slice_cdk import (
@@ -419,7 +419,7 @@ def test_function_settings_name_the_functions_variables() -> None:
     import dataclasses
     import typing
 
-    from s3slice import _settings
+    from s3slice.core import settings as _settings
     from s3slice_cdk.tuning import Strategy
 
     source = Path(_settings.__file__).read_text()

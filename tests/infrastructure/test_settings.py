@@ -358,11 +358,11 @@ def test_the_longest_glue_names_are_accepted() -> None:
 
 # ------------------------------------------------------------- the function's contract
 def test_output_formats_and_query_fields_are_the_functions() -> None:
-    """The settings validate with the function's own names (``functions/s3slice/
+    """The settings validate with the function's own names (``functions/s3slice/core/
     contract.py``, read by path), and the ``OutputFormat`` type agrees with them."""
     from typing import get_args
 
-    from s3slice import contract as function_contract  # the package, as Lambda runs it
+    from s3slice.core import contract as function_contract  # the package, as Lambda runs it
     from s3slice_cdk import settings
 
     assert settings.OUTPUT_FORMATS == function_contract.OUTPUT_FORMATS
@@ -396,7 +396,8 @@ def test_the_contract_is_read_without_the_function_package() -> None:
         f"    's3slice_cdk.contract', {str(CDK_DIR / 's3slice_cdk' / 'contract.py')!r})\n"
         "contract = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(contract)\n"
-        "errors = contract.load_function_module(contract.FUNCTION_PACKAGE_DIR / '_errors.py')\n"
+        "errors = contract.load_function_module(\n"
+        "    contract.FUNCTION_PACKAGE_DIR / 'core' / 'errors.py')\n"
         "assert errors.error_types(retryable=False), errors\n"
         "loaded = sorted(n for n in sys.modules if n.split('.')[0] in ('s3slice', 'polars'))\n"
         "print(contract.OUTPUT_FORMATS, contract.PARTIALS, loaded)\n"
@@ -404,7 +405,7 @@ def test_the_contract_is_read_without_the_function_package() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    from s3slice import contract as function_contract
+    from s3slice.core import contract as function_contract
 
     assert repr(function_contract.OUTPUT_FORMATS) in result.stdout
     assert function_contract.PARTIALS in result.stdout

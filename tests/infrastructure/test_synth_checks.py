@@ -16,8 +16,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
 
-from s3slice._errors import QueryError, RequestError
-from s3slice._model import parse_query
+from s3slice.core.errors import QueryError, RequestError
+from s3slice.core.model import parse_query
 from s3slice.query.analyzer import analyze
 from s3slice.query.check import check_query
 from s3slice_cdk import (

@@ -124,7 +124,7 @@ def test_the_table_map_reads_the_planned_items_as_a_json_array(
     """``s3:getObject`` of the JSON array the planning step wrote, its bucket and key
     from the planning step's answer (ItemReader ``Parameters`` take paths in JSONPath
     workflows), batched as a prefix's objects are."""
-    from s3slice import contract
+    from s3slice.core import contract
 
     table, prefix = (definition["States"][n] for n in ("ProcessTableFiles", "ProcessObjects"))
     assert table["ItemReader"] == {

@@ -125,8 +125,8 @@ def test_a_combining_query_tolerates_no_failed_batch(definition: dict[str, Any],
 def test_the_events_carry_the_functions_fields(definition: dict[str, Any],
                                               distributed_map: dict[str, Any]) -> None:
     """Each event the workflow sends names exactly the fields the function's contract
-    (``s3slice.contract``) gives for it."""
-    from s3slice import contract
+    (``s3slice.core.contract``) gives for it."""
+    from s3slice.core import contract
 
     def fields(parameters: dict[str, Any]) -> set[str]:
         assert all(key.endswith(".$") for key in parameters)
@@ -143,7 +143,7 @@ def test_the_sample_check_event_is_what_the_workflow_sends(
         definition: dict[str, Any]) -> None:
     """events/sfn-check.json: the Check state's parameters, its paths resolved; the
     handler answers it."""
-    from s3slice.__main__ import LambdaContext
+    from s3slice.cli.invoke import LambdaContext
     from s3slice.handler import lambda_handler
 
     sample = json.loads((REPO_DIR / "events" / "sfn-check.json").read_text())

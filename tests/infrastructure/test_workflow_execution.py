@@ -353,7 +353,7 @@ def interpreter(s3_server: S3Env, deployment: Deployment) -> Iterator[None]:
     )
     from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
 
-    from s3slice.__main__ import LambdaContext
+    from s3slice.cli.invoke import LambdaContext
 
     def invoke(self: Any, body: Any, request_headers: Any, response_headers: Any) -> bytes:
         from s3slice.handler import lambda_handler  # imported lazily, as Lambda would

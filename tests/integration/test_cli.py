@@ -20,8 +20,8 @@ import boto3
 import polars as pl
 import pytest
 
-from s3slice._demo import sample_table
-from s3slice._local_s3 import LOCAL_CREDENTIALS, LocalS3
+from s3slice.cli.demo import sample_table
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS, LocalS3
 
 pytestmark = pytest.mark.integration
 

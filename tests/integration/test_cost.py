@@ -9,9 +9,9 @@ import platform
 import pytest
 
 from s3slice import ConfigurationError
-from s3slice.__main__ import LambdaContext
-from s3slice._demo import sample_table
-from s3slice._settings import LAMBDA_GB_SECOND_PRICES, Settings
+from s3slice.cli.demo import sample_table
+from s3slice.cli.invoke import LambdaContext
+from s3slice.core.settings import LAMBDA_GB_SECOND_PRICES, Settings
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from tests.support import S3Env

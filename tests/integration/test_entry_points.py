@@ -21,8 +21,8 @@ from s3slice import (
     RequestError,
     TimeoutBudgetError,
 )
-from s3slice.__main__ import LambdaContext
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
+from s3slice.cli.invoke import LambdaContext
 from s3slice.entry import dispatch as _entry
 from tests.support import EVENTS, S3Env, invoke
 

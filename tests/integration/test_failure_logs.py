@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 from s3slice import FOOTER_CACHE
-from s3slice.__main__ import LambdaContext
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
+from s3slice.cli.invoke import LambdaContext
 from s3slice.entry import dispatch as _entry
 from s3slice.entry.observe import logger, metrics
 from s3slice.handler import lambda_handler

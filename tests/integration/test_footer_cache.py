@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from s3slice import FOOTER_CACHE
-from s3slice.__main__ import LambdaContext
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
+from s3slice.cli.invoke import LambdaContext
 from s3slice.handler import lambda_handler
 from tests.support import S3Env
 

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from s3slice._textual import textual
+from s3slice.answer.textual import textual
 from tests.integration.test_iceberg_tables import (
     Warehouse,
     fails,

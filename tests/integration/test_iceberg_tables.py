@@ -19,8 +19,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from s3slice import S3SliceError
-from s3slice._local_s3 import LOCAL_CREDENTIALS
-from s3slice._textual import textual
+from s3slice.answer.textual import textual
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS
 from tests.functional.test_sql_conformance import CASES, Oracle
 from tests.support import S3Env, invoke
 
@@ -130,7 +130,7 @@ def same(got: pl.DataFrame, want: pl.DataFrame, *, ordered: bool) -> None:
     assert got.columns == want.columns
     if got.height == 0 and want.height == 0:
         return
-    # as the inline rows show it (timestamps ISO 8601 by the rule of s3slice._values;
+    # as the inline rows show it (timestamps ISO 8601 by the rule of s3slice.core.values;
     # rechunked: polars 2.1 writes "[]" for a frame whose
     # first chunks are empty)
     want = pl.DataFrame(json.loads(textual(want.rechunk()).write_json()),

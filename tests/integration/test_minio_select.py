@@ -34,7 +34,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from s3slice import S3SliceError
-from s3slice.__main__ import LambdaContext
+from s3slice.cli.invoke import LambdaContext
 from s3slice.handler import lambda_handler
 from tests.benchmark.common import BIN, free_port
 from tests.benchmark.substrate import (

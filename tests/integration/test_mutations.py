@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from s3slice import FOOTER_CACHE, S3SliceError
-from s3slice.__main__ import LambdaContext
+from s3slice.cli.invoke import LambdaContext
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from tests import malformed

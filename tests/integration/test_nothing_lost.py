@@ -24,8 +24,8 @@ from s3slice import (
     RequestError,
     _output,
 )
-from s3slice._demo import sample_table
-from s3slice._spool import ParquetSpool
+from s3slice.answer.spool import ParquetSpool
+from s3slice.cli.demo import sample_table
 from s3slice.entry import dispatch as _entry
 from s3slice.parquet import footer as _footer
 from s3slice.query.analysis import Analysis

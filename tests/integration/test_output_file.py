@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from s3slice import ConfigurationError, RequestError
-from s3slice._demo import sample_table
-from s3slice._invoke import LambdaContext
-from s3slice._local_s3 import LOCAL_CREDENTIALS
+from s3slice.cli.demo import sample_table
+from s3slice.cli.invoke import LambdaContext
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS
 from s3slice.entry import dispatch as _entry
 from s3slice.entry.config import Config
 from s3slice.handler import lambda_handler

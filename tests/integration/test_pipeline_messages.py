@@ -13,9 +13,9 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 from s3slice import FOOTER_CACHE
-from s3slice.__main__ import LambdaContext
-from s3slice._demo import sample_table
-from s3slice._errors import ConfigurationError, RequestError
+from s3slice.cli.demo import sample_table
+from s3slice.cli.invoke import LambdaContext
+from s3slice.core.errors import ConfigurationError, RequestError
 from s3slice.entry import dispatch as _entry
 from s3slice.entry import events as _events
 from s3slice.handler import lambda_handler

@@ -15,8 +15,8 @@ import pytest
 
 import s3slice
 from s3slice import RequestError
-from s3slice._demo import sample_table
-from s3slice._local_s3 import LOCAL_CREDENTIALS
+from s3slice.cli.demo import sample_table
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS
 from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from s3slice._local_s3 import LOCAL_CREDENTIALS
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS
 from tests.support import S3Env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -75,7 +75,7 @@ def buckets(s3: S3Env) -> S3Env:
     for name in ("my-data", "my-results", "example-data", "example-results"):
         s3.bucket(name)
     s3.put_frame("my-data", "landing/trips.parquet", trips)
-    from s3slice._demo import sample_table
+    from s3slice.cli.demo import sample_table
 
     s3.put_frame("example-data", "sales/2024/orders.parquet", sample_table(20_000))
     return s3

@@ -11,7 +11,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from s3slice import AccessDeniedError, ObjectNotFoundError, QueryError, RequestError, S3Fetcher
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from s3slice.entry import dispatch as _entry
 from tests.support import S3Env, invoke
 

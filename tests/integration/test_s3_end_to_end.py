@@ -21,7 +21,7 @@ from s3slice import (
     RequestError,
     UnknownColumnError,
 )
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from tests.support import EVENTS, S3Env, invoke
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from s3slice import ObjectFormatError, RequestError, UnknownColumnError
-from s3slice.__main__ import LambdaContext
+from s3slice.cli.invoke import LambdaContext
 from s3slice.handler import lambda_handler
 from tests.support import EVENTS, S3Env
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from s3slice import S3Fetcher, Settings
-from s3slice._model import ObjectRef
+from s3slice.core.model import ObjectRef
 from s3slice.fetch import s3 as s3_module
 from s3slice.fetch.local import RecordingFetcher
 from tests.support import S3Env

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3slice import OutputError, RequestError
-from s3slice.__main__ import LambdaContext
+from s3slice.cli.invoke import LambdaContext
 from s3slice.handler import lambda_handler
 from tests.support import S3Env
 

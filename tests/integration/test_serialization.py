@@ -1,4 +1,4 @@
-"""One rule for values written as text, on every path (``s3slice._values``): inline rows,
+"""One rule for values written as text, on every path (``s3slice.core.values``): inline rows,
 NDJSON and CSV outputs, S3 Select's JSON and CSV records, and the command line's
 ``--print json|csv|table``. A struct, a list and a map are JSON (their compact JSON text in
 a CSV field or a printed cell), timestamps ISO 8601 with ``T`` and the offset only when the

@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from s3slice import FOOTER_CACHE, ObjectNotFoundError
-from s3slice.__main__ import LambdaContext
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
+from s3slice.cli.invoke import LambdaContext
 from s3slice.entry import dispatch as _entry
 from s3slice.handler import lambda_handler
 from tests.support import S3Env

@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 
 from s3slice import FOOTER_CACHE, AccessDeniedError
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from s3slice.entry import dispatch as _entry
 from tests.support import EVENTS, S3Env, invoke
 

@@ -37,7 +37,7 @@ from s3slice import (
     S3Fetcher,
     S3SliceError,
 )
-from s3slice._demo import sample_table
+from s3slice.cli.demo import sample_table
 from s3slice.entry import dispatch as _entry
 from tests.support import EVENTS, S3Env, invoke
 

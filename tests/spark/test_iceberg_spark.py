@@ -25,8 +25,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from s3slice import S3SliceError
-from s3slice._local_s3 import LOCAL_CREDENTIALS
-from s3slice._output import textual as _jsonable  # binary as base64, as the rows give it
+from s3slice.answer.textual import textual as _jsonable  # binary as base64, as the rows give it
+from s3slice.cli.local_s3 import LOCAL_CREDENTIALS
 from tests.spark.spark_iceberg import BUCKET, SparkTable, SparkUnavailable, load_tables, tables_tree
 from tests.spark.spark_iceberg import upload as upload_tree
 from tests.support import S3Env, invoke

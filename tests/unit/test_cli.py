@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from s3slice import RequestError
-from s3slice import __main__ as cli
+from s3slice.cli import command as cli
 
 SOURCE = "s3://b/k.parquet"
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from s3slice import AccessDeniedError, ConfigurationError, RequestError
-from s3slice._model import ObjectRef, Query
+from s3slice.core.model import ObjectRef, Query
 from s3slice.entry.config import Config, parse_query_config, refuse_unwatched, watched
 
 
@@ -114,7 +114,7 @@ def test_a_bad_tuning_variable_fails_the_init(variable: str, value: str) -> None
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("s3slice._errors.ConfigurationError: " + variable), done.stderr
+    assert last.startswith("s3slice.core.errors.ConfigurationError: " + variable), done.stderr
 
 
 @pytest.mark.parametrize(("bucket", "key", "source", "inside"), [

@@ -9,7 +9,7 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 
 from s3slice import RequestError
-from s3slice._model import ObjectRef
+from s3slice.core.model import ObjectRef
 from s3slice.entry.events import (
     Skipped,
     classify,

@@ -15,7 +15,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from s3slice import ObjectFormatError, RequestError
-from s3slice._model import Compression, InputFormat, InputSpec
+from s3slice.core.model import Compression, InputFormat, InputSpec
 from s3slice.text.formats import (
     collect_text,
     decompress,

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 from s3slice.iceberg import columns as C
 from s3slice.iceberg import datafile as D
 from s3slice.iceberg.metadata import Field, Schema

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from s3slice._errors import AccessDeniedError, ConfigurationError
-from s3slice._settings import Settings
+from s3slice.core.errors import AccessDeniedError, ConfigurationError
+from s3slice.core.settings import Settings
 from s3slice.iceberg import locations as L
 
 PROPS = {"write.data.path": "s3a://data-bucket/t/", "write.metadata.path": "s3://meta/t",

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3slice._errors import ObjectFormatError, RequestError
-from s3slice._model import parse_request
-from s3slice._table import TableSource
+from s3slice.core.errors import ObjectFormatError, RequestError
+from s3slice.core.model import parse_request
+from s3slice.core.table import TableSource
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg import metadata as meta
 from s3slice.iceberg import plan

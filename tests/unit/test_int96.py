@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3slice._arrow import INT96_DAYS, int96_timestamps
+from s3slice.parquet.arrow import INT96_DAYS, int96_timestamps
 
 EPOCH = 2_440_588
 DAY_NS = 86_400 * 10**9

@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 
 from s3slice import ObjectRef, Query, UnknownColumnError
-from s3slice._read import ObjectResult
 from s3slice.engine.lacking import Item, read_all
 from s3slice.query.analysis import Analysis, collect
 from s3slice.query.analyzer import analyze
+from s3slice.readers.base import ObjectResult
 
 FRAMES = {
     "a": pl.DataFrame({"x": [1, 2, 3], "y": ["p", None, "q"]}),

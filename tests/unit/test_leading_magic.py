@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 from s3slice.parquet.footer import HEAD_REACH, MAGIC, parse_footer, reaching_head
 
 URI = "s3://b/k.parquet"

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice._errors import ObjectError
-from s3slice._model import ObjectRef
-from s3slice._settings import Settings
+from s3slice.core.errors import ObjectError
+from s3slice.core.model import ObjectRef
+from s3slice.core.settings import Settings
 from s3slice.parquet.footer import Footer, leaf_tops, nested_columns, parse_footer, under_any
 from s3slice.parquet.plan import plan_parquet
 from s3slice.parquet.read_ahead import check_planned, fetch_groups

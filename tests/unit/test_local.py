@@ -15,7 +15,7 @@ from s3slice import (
     RecordingFetcher,
     S3SliceError,
 )
-from s3slice._errors import PreconditionFailed
+from s3slice.core.errors import PreconditionFailed
 
 DATA = bytes(range(256)) * 4  # 1 KiB, every byte telling its offset apart
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from s3slice import RequestError, parse_request
-from s3slice._model import InputSpec, ObjectRef, SourceSpec, object_ref
+from s3slice.core.model import InputSpec, ObjectRef, SourceSpec, object_ref
 
 
 def test_minimal_request() -> None:

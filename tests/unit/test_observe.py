@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from s3slice import Stats
-from s3slice._invoke import LambdaContext
+from s3slice.cli.invoke import LambdaContext
 from s3slice.entry.observe import lambda_entry, metrics, record_error, record_stats
 
 STATS = Stats(objects=1, object_bytes=100, bytes_fetched=40, requests=2, rows_in=10,

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice._arrow import compatible
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 from s3slice.parquet import chunk_copy
+from s3slice.parquet.arrow import compatible
 from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy_layout
 from s3slice.parquet.footer import MAGIC, parse_footer
 from s3slice.parquet.plan import plan_parquet

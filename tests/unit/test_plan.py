@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from s3slice import ObjectFormatError, Settings
-from s3slice._ranges import coalesce, total
+from s3slice.core.ranges import coalesce, total
 from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import plan_parquet
 from s3slice.query import predicate as P

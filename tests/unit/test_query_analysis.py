@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError
-from s3slice._model import Query
+from s3slice.core.errors import FilterSyntaxError, QueryError, UnknownColumnError
+from s3slice.core.model import Query
 from s3slice.query import analyzer as A
 from s3slice.query import predicate as P
 from s3slice.query.analysis import collect

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 import sqlglot
 
-from s3slice._errors import FilterSyntaxError
-from s3slice._model import Query
+from s3slice.core.errors import FilterSyntaxError
+from s3slice.core.model import Query
 from s3slice.query.analysis import collect, reads_the_clock, uses_s3select_functions
 from s3slice.query.analyzer import analyze
 from s3slice.query.dialect import (

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 import sqlglot
 
-from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError
+from s3slice.core.errors import FilterSyntaxError, QueryError, UnknownColumnError
 from s3slice.query.dialect import S3SelectDialect
 from s3slice.query.path_rewrite import PathRewriter, column_names, path_of, qualifiers_of
 from s3slice.query.paths import (

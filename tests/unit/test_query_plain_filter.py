@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3slice._errors import FilterSyntaxError, QueryError
-from s3slice._model import Query
+from s3slice.core.errors import FilterSyntaxError, QueryError
+from s3slice.core.model import Query
 from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
 from s3slice.query.plain_filter import analyze_plain_filter

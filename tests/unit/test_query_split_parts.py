@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 import sqlglot
 
-from s3slice._errors import QueryError
-from s3slice._model import Query
+from s3slice.core.errors import QueryError
+from s3slice.core.model import Query
 from s3slice.query.analysis import collect
 from s3slice.query.analyzer import analyze, split_for
 from s3slice.query.split_plan import partial_step

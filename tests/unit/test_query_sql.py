@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, plain
-from s3slice._model import Query
+from s3slice.core.errors import FilterSyntaxError, ForbiddenQueryError, plain
+from s3slice.core.model import Query
 from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.analyzer import analyze
 from s3slice.query.sql import (

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from s3slice._ranges import coalesce, split, subtract, total
+from s3slice.core.ranges import coalesce, split, subtract, total
 
 ranges_st = st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 500)).map(
     lambda t: (t[0], t[0] + t[1])), max_size=30)

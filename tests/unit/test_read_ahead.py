@@ -16,8 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from s3slice import LocalFetcher, ObjectRef, Query, Settings
-from s3slice._ranges import Range
-from s3slice._read import Io
+from s3slice.core.ranges import Range
 from s3slice.fetch.base import PartSink
 from s3slice.fetch.image import Unwritten
 from s3slice.parquet.decode import decode
@@ -25,6 +24,7 @@ from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import Plan, plan_parquet
 from s3slice.parquet.read_ahead import ReadAhead, Window, windows
 from s3slice.query.analyzer import analyze
+from s3slice.readers.base import Io
 from tests.unit.parquet_samples import parquet_bytes
 
 ROWS, GROUP = 12_000, 1_000

@@ -20,7 +20,7 @@ from s3slice import (
     S3SliceTransientError,
     Settings,
 )
-from s3slice._errors import PreconditionFailed
+from s3slice.core.errors import PreconditionFailed
 from s3slice.fetch.s3 import _map_error, _status_and_code
 
 URI = "s3://b/data/part-503.parquet"

@@ -13,7 +13,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from s3slice._errors import QueryError
+from s3slice.core.errors import QueryError
 from s3slice.query.split import split_query
 from s3slice.query.split_plan import PARTIALS_TABLE, Split
 from s3slice.query.split_sql import polars_name

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice import ForbiddenQueryError, QueryError
-from s3slice._model import Query
+from s3slice.core.model import Query
 from s3slice.query import polars_sql
 from s3slice.query.analysis import collect
 from s3slice.query.analyzer import analyze, split_for

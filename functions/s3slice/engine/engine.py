@@ -2,7 +2,7 @@
 format on a thread pool, and run the query's final step over their rows.
 
 It knows nothing of Lambda. ``read`` answers a typed request with a polars frame and
-honest stats; :func:`s3slice._output.run` also writes the outputs and builds the response.
+honest stats; :func:`s3slice.answer.run.run` also writes the outputs and builds the response.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from s3slice._cost import cost
-from s3slice._errors import (
+from s3slice.core.cost import cost
+from s3slice.core.errors import (
     ObjectChangedError,
     ObjectFormatError,
     ObjectNotFoundError,
@@ -31,18 +31,9 @@ from s3slice._errors import (
     SchemaConflictError,
     contained,
 )
-from s3slice._model import InputSpec, ObjectRef, Request
-from s3slice._read import (
-    Copied,
-    Io,
-    ObjectReader,
-    ObjectResult,
-    PieceSink,
-    Timings,
-    no_span,
-)
-from s3slice._settings import Settings
-from s3slice._table import table_of
+from s3slice.core.model import InputSpec, ObjectRef, Request
+from s3slice.core.settings import Settings
+from s3slice.core.table import table_of
 from s3slice.engine import sources as _sources
 from s3slice.engine.lacking import read_all
 from s3slice.engine.results import ReadResult, Stats
@@ -54,6 +45,15 @@ from s3slice.query.analysis import Analysis, collect
 from s3slice.query.analyzer import analyze, split_for
 from s3slice.query.split_plan import Split, partial_step, used_split
 from s3slice.query.sql_errors import sum_overflow
+from s3slice.readers.base import (
+    Copied,
+    Io,
+    ObjectReader,
+    ObjectResult,
+    PieceSink,
+    Timings,
+    no_span,
+)
 from s3slice.text.formats import input_for_key
 from s3slice.text.reader import TextReader
 

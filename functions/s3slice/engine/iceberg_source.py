@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import (
+from s3slice.core.errors import (
     ObjectChangedError,
     ObjectFormatError,
     PreconditionFailed,
@@ -22,9 +22,8 @@ from s3slice._errors import (
     RequestError,
     contained,
 )
-from s3slice._model import ObjectRef, Request
-from s3slice._read import ObjectResult, Timings
-from s3slice._table import TableSource
+from s3slice.core.model import ObjectRef, Request
+from s3slice.core.table import TableSource
 from s3slice.engine.results import ReadResult
 from s3slice.iceberg import datafile as D
 from s3slice.iceberg import glue, metadata
@@ -32,6 +31,7 @@ from s3slice.iceberg.metadata import Field
 from s3slice.iceberg.plan import Load, Plan, Task, plan
 from s3slice.query.analysis import Analysis, collect
 from s3slice.query.analyzer import analyze
+from s3slice.readers.base import ObjectResult, Timings
 
 #: The engine (:class:`s3slice.engine.engine.Engine`, which imports this module).
 Engine = Any

@@ -10,10 +10,10 @@ from typing import Any, TypeAlias
 
 import polars as pl
 
-from s3slice._errors import UnknownColumnError
-from s3slice._model import ObjectRef
-from s3slice._read import ObjectResult
+from s3slice.core.errors import UnknownColumnError
+from s3slice.core.model import ObjectRef
 from s3slice.query.analysis import Analysis
+from s3slice.readers.base import ObjectResult
 
 Item: TypeAlias = tuple[ObjectRef, Analysis]
 #: Runs a function over items, in parallel, keeping their order.

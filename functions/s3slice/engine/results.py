@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from s3slice._model import ObjectRef
-from s3slice._read import ObjectResult
+from s3slice.core.model import ObjectRef
 from s3slice.query.analysis import Analysis
+from s3slice.readers.base import ObjectResult
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -22,16 +22,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from s3slice import _cost
-from s3slice._errors import (
+from s3slice.answer.run import Answer, run
+from s3slice.core import cost as _cost
+from s3slice.core.errors import (
     ObjectFormatError,
     S3SliceError,
     TimeoutBudgetError,
     first_line,
     is_native_panic,
 )
-from s3slice._model import ObjectRef, OutputSpec, Query, Request
-from s3slice._output import Answer, run
+from s3slice.core.model import ObjectRef, OutputSpec, Query, Request
 from s3slice.engine.engine import Engine
 from s3slice.engine.sources import listable
 from s3slice.entry import events as _events

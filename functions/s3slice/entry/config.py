@@ -30,10 +30,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from s3slice._errors import AccessDeniedError, ConfigurationError, QueryError, RequestError
-from s3slice._model import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
-from s3slice._settings import Settings
-from s3slice.contract import QUERY_FIELDS
+from s3slice.core.contract import QUERY_FIELDS
+from s3slice.core.errors import AccessDeniedError, ConfigurationError, QueryError, RequestError
+from s3slice.core.model import ObjectRef, OutputSpec, Query, parse_output, parse_query, parse_s3_uri
+from s3slice.core.settings import Settings
 from s3slice.query.analyzer import analyze
 
 #: Why an output URI naming one object cannot serve runs that write a result per object.

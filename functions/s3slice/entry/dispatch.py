@@ -3,7 +3,7 @@ its route in one table (:data:`ROUTES`); the configuration, the deadline and the
 set up once per warm container.
 
 - direct invoke: the JSON query contract, parsed here into a typed request; the response
-  of :func:`s3slice._output.run`.
+  of :func:`s3slice.answer.run.run`.
 - S3 notifications, EventBridge, SQS and Step Functions: :mod:`.batches`.
 - S3 Select requests: :mod:`.select`; the workflow's Check and Reduce steps: :mod:`.workflow`.
 """
@@ -14,11 +14,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from s3slice import contract
-from s3slice._errors import RequestError, S3SliceError, TimeoutBudgetError
-from s3slice._model import ObjectRef, parse_request
-from s3slice._output import run
-from s3slice._settings import Settings
+from s3slice.answer.run import run
+from s3slice.core import contract
+from s3slice.core.errors import RequestError, S3SliceError, TimeoutBudgetError
+from s3slice.core.model import ObjectRef, parse_request
+from s3slice.core.settings import Settings
 from s3slice.engine.engine import Engine
 from s3slice.entry import events as _events
 from s3slice.entry import tables, workflow

@@ -28,9 +28,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from s3slice._errors import ConfigurationError, RequestError
-from s3slice._model import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
-from s3slice.contract import BATCH_INPUT_FIELDS
+from s3slice.core.contract import BATCH_INPUT_FIELDS
+from s3slice.core.errors import ConfigurationError, RequestError
+from s3slice.core.model import ObjectRef, OutputSpec, Query, object_ref, parse_output, parse_s3_uri
 from s3slice.entry.config import ONE_PER_OBJECT, parse_query_config
 
 if TYPE_CHECKING:

@@ -27,8 +27,10 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import OutputError, RequestError, ResultTooLargeError, contained
-from s3slice._model import (
+from s3slice.answer.textual import json_records, nested_as_json_text, textual
+from s3slice.answer.write import MAX_INLINE_BYTES, output_key, put_all, timed_write
+from s3slice.core.errors import OutputError, RequestError, ResultTooLargeError, contained
+from s3slice.core.model import (
     Compression,
     InputSpec,
     ObjectRef,
@@ -38,8 +40,6 @@ from s3slice._model import (
     one_char,
     parse_output,
 )
-from s3slice._output import MAX_INLINE_BYTES, output_key, put_all, timed_write
-from s3slice._textual import json_records, nested_as_json_text, textual
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats
 from s3slice.entry.observe import record_stats
@@ -131,7 +131,7 @@ def s3select_named(frame: pl.DataFrame, expression: str) -> pl.DataFrame:
 
 def serialize_records(frame: pl.DataFrame, raw: object) -> tuple[bytes, str]:
     """Records as S3 Select writes them: CSV without a header, or one JSON object per
-    record, each followed by the record delimiter, values by :mod:`s3slice._values`' rule
+    record, each followed by the record delimiter, values by :mod:`s3slice.core.values`' rule
     (a record or a list in a CSV field is its JSON text, as S3 Select writes it). Returns
     the bytes and the format."""
     field = "OutputSerialization"
@@ -188,7 +188,7 @@ def run_select(event: Mapping[str, Any], *, engine: Engine) -> dict[str, Any]:
         spec = InputSpec(**{**spec.__dict__, "scan_range": scan_range})
     output = parse_output(event.get("output"))
     if output is not None and output.bucket == bucket and key.startswith(output.prefix):
-        # The recursion guard of a direct request (_model's _check_disjoint).
+        # The recursion guard of a direct request (core.model's _check_disjoint).
         raise RequestError(f"s3://{bucket}/{key} lies under the output location "
                            f"{output.uri}; outputs are never read as input", field="output.uri")
     request = Request(sources=(ObjectRef(bucket=bucket, key=key),),

@@ -15,11 +15,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from s3slice._errors import ConfigurationError, RequestError
-from s3slice._model import Request, parse_output
-from s3slice._output import put_all
-from s3slice._output import run as run_request
-from s3slice._table import TableSource, parse_table_source
+from s3slice.answer.run import run as run_request
+from s3slice.answer.write import put_all
+from s3slice.core.errors import ConfigurationError, RequestError
+from s3slice.core.model import Request, parse_output
+from s3slice.core.table import TableSource, parse_table_source
 from s3slice.engine.engine import Engine
 from s3slice.entry import workflow
 from s3slice.entry.config import Config, parse_query_config

@@ -53,7 +53,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice._errors import (
+from s3slice.answer.write import output_key, put_all, serialize
+from s3slice.core.contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
+from s3slice.core.errors import (
     ConfigurationError,
     ObjectFormatError,
     ObjectNotFoundError,
@@ -61,9 +63,7 @@ from s3slice._errors import (
     RequestError,
     S3SliceError,
 )
-from s3slice._model import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
-from s3slice._output import output_key, put_all, serialize
-from s3slice.contract import CHECK_FIELDS, PARTIALS, REDUCE_FIELDS
+from s3slice.core.model import ObjectRef, OutputSpec, Query, Request, SourceSpec, parse_output
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats, summed_counts
 from s3slice.entry.config import Config, parse_query_config

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol
 
-from s3slice._model import ObjectRef
-from s3slice._ranges import Range
+from s3slice.core.model import ObjectRef
+from s3slice.core.ranges import Range
 
 RequestKind = Literal["get", "list", "put", "delete"]
 

@@ -16,15 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from s3slice._errors import (
+from s3slice.core.errors import (
     AccessDeniedError,
     ObjectNotFoundError,
     PreconditionFailed,
     S3SliceThrottledError,
     S3SliceTransientError,
 )
-from s3slice._model import ObjectRef
-from s3slice._settings import Settings
+from s3slice.core.model import ObjectRef
+from s3slice.core.settings import Settings
 
 
 class NotModified(Exception):

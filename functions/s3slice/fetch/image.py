@@ -40,8 +40,8 @@ from typing import Any, NoReturn, Protocol, cast
 
 import pyarrow as pa
 
-from s3slice._errors import S3SliceTransientError
-from s3slice._ranges import Range
+from s3slice.core.errors import S3SliceTransientError
+from s3slice.core.ranges import Range
 
 
 def tmp_dir_error(directory: str, e: OSError) -> S3SliceTransientError:

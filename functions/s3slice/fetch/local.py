@@ -11,9 +11,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from s3slice._errors import ObjectNotFoundError, PreconditionFailed, S3SliceTransientError
-from s3slice._model import ObjectRef
-from s3slice._ranges import Range
+from s3slice.core.errors import ObjectNotFoundError, PreconditionFailed, S3SliceTransientError
+from s3slice.core.model import ObjectRef
+from s3slice.core.ranges import Range
 from s3slice.fetch.base import Counters, Fetcher, PartSink, Tail
 
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from s3slice._errors import (
+from s3slice.core.errors import (
     AccessDeniedError,
     ConfigurationError,
     ObjectError,
@@ -25,9 +25,9 @@ from s3slice._errors import (
     first_line,
     is_native_panic,
 )
-from s3slice._model import ObjectRef
-from s3slice._ranges import Range
-from s3slice._settings import Settings
+from s3slice.core.model import ObjectRef
+from s3slice.core.ranges import Range
+from s3slice.core.settings import Settings
 from s3slice.fetch.base import Counters, PartSink, Tail
 from s3slice.fetch.exact import ExactKeys, NotModified, addressable
 

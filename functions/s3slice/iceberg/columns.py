@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 from s3slice.iceberg import types as T
 
 FIELD_ID = b"PARQUET:field_id"

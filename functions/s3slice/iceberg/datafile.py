@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 from s3slice.iceberg import columns as C
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg import types as T

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from s3slice._errors import AccessDeniedError, ObjectFormatError, ObjectNotFoundError
+from s3slice.core.errors import AccessDeniedError, ObjectFormatError, ObjectNotFoundError
 
 
 def metadata_location(name: str, client: Any = None) -> str:

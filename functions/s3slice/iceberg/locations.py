@@ -3,7 +3,7 @@ list, manifest, data file or delete file is read only under the table's ``locati
 path its properties declare for its files (``write.data.path``, ``write.metadata.path``,
 and the older ``write.object-storage.path`` and ``write.folder-storage.path`` that Java's
 location providers still honour), or under a prefix the deployment allows besides
-(``S3SLICE_ICEBERG_ALLOWED_LOCATIONS``: :class:`s3slice._settings.Settings`). Anything
+(``S3SLICE_ICEBERG_ALLOWED_LOCATIONS``: :class:`s3slice.core.settings.Settings`). Anything
 else is an :class:`AccessDeniedError` naming the file: metadata that points elsewhere
 (another bucket, another table's prefix) is not followed, beside IAM."""
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from s3slice._errors import AccessDeniedError
+from s3slice.core.errors import AccessDeniedError
 
 #: Table properties that declare where a table writes its files.
 PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",

@@ -8,7 +8,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 
 DATA, POSITION_DELETES, EQUALITY_DELETES = 0, 1, 2
 DELETED = 2  # a manifest entry's status

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import ObjectFormatError, RequestError
+from s3slice.core.errors import ObjectFormatError, RequestError
 from s3slice.iceberg import columns as C
 from s3slice.iceberg import types as T
 

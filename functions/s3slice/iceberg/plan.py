@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from s3slice._errors import RequestError
+from s3slice.core.errors import RequestError
 from s3slice.iceberg import locations as L
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg import transforms as X

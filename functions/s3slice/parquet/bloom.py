@@ -25,8 +25,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import xxhash
 
-from s3slice._errors import ObjectFormatError
-from s3slice._ranges import Range
+from s3slice.core.errors import ObjectFormatError
+from s3slice.core.ranges import Range
 from s3slice.parquet import plan as _plan
 from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.footer import MAGIC, Footer

@@ -34,11 +34,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice import _ranges
-from s3slice._arrow import plain
-from s3slice._errors import ObjectFormatError, contained
-from s3slice._ranges import Range
-from s3slice._settings import Settings
+from s3slice.core import ranges as _ranges
+from s3slice.core.errors import ObjectFormatError, contained
+from s3slice.core.ranges import Range
+from s3slice.core.settings import Settings
+from s3slice.parquet.arrow import plain
 from s3slice.parquet.footer import MAGIC, Footer
 from s3slice.parquet.plan import Plan, chunk_range
 from s3slice.parquet.thrift import file_footer, thrift, thrift_metadata

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 
 ENCRYPTED_FOOTER_MAGIC = b"PARE"
 

@@ -14,11 +14,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice._arrow import compatible, foreign_time_zones, int96_timestamps, to_polars
-from s3slice._errors import ObjectFormatError, first_line, is_native_panic
-from s3slice._model import ObjectRef
+from s3slice.core.errors import ObjectFormatError, first_line, is_native_panic
+from s3slice.core.model import ObjectRef
 from s3slice.fetch.image import Image, Unwritten
 from s3slice.parquet import thrift as _thrift
+from s3slice.parquet.arrow import compatible, foreign_time_zones, int96_timestamps, to_polars
 from s3slice.parquet.footer import FOOTER_TRAILER, INT96_UNIT, MAGIC, Footer, nested_columns
 from s3slice.parquet.plan import Plan, polars_range
 from s3slice.query.analysis import Analysis, collect
@@ -215,7 +215,7 @@ def ranges_text(groups: Iterable[int]) -> str:
 def int96_metadata(footer: Footer, uri: str) -> tuple[pq.FileMetaData, frozenset[str]] | None:
     """The footer with each INT96 leaf retyped FIXED_LEN_BYTE_ARRAY(12) (the same PLAIN
     and dictionary bytes), so pyarrow hands over its 12 bytes for
-    :func:`~s3slice._arrow.int96_timestamps`, and the top-level columns holding such a
+    :func:`~s3slice.parquet.arrow.int96_timestamps`, and the top-level columns holding such a
     leaf (at the top, or inside structs, lists and maps); None when there is none. Once
     per footer."""
     memo = footer.memo.get("int96")

@@ -14,10 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice._arrow import zoned
-from s3slice._errors import ObjectFormatError
-from s3slice._ranges import Range
+from s3slice.core.errors import ObjectFormatError
+from s3slice.core.ranges import Range
 from s3slice.parquet import crypto as _crypto
+from s3slice.parquet.arrow import zoned
 
 MAGIC = b"PAR1"
 

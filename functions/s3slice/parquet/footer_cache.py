@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import threading
 
-from s3slice._model import ObjectRef
+from s3slice.core.model import ObjectRef
 from s3slice.parquet.footer import Footer
 
 

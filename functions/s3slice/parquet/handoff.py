@@ -31,16 +31,16 @@ import logging
 import polars as pl
 import pyarrow as pa
 
-from s3slice._arrow import foreign_time_zones
-from s3slice._errors import first_line, is_native_panic
-from s3slice._model import ObjectRef
-from s3slice._read import Io
-from s3slice._settings import Settings
+from s3slice.core.errors import first_line, is_native_panic
+from s3slice.core.model import ObjectRef
+from s3slice.core.settings import Settings
 from s3slice.parquet import thrift as _thrift
+from s3slice.parquet.arrow import foreign_time_zones
 from s3slice.parquet.decode import int96_metadata, polars_schema
 from s3slice.parquet.footer import HEAD_REACH, MAGIC, Footer, check_head, nested_columns
 from s3slice.parquet.plan import Plan
 from s3slice.query.analysis import Analysis
+from s3slice.readers.base import Io
 
 logger = logging.getLogger("s3slice")
 

@@ -36,12 +36,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice import _ranges
-from s3slice._arrow import int96_timestamps
-from s3slice._errors import ObjectFormatError
-from s3slice._ranges import Range
+from s3slice.core import ranges as _ranges
+from s3slice.core.errors import ObjectFormatError
+from s3slice.core.ranges import Range
 from s3slice.parquet import plan as _plan
 from s3slice.parquet import thrift as _thrift
+from s3slice.parquet.arrow import int96_timestamps
 from s3slice.parquet.footer import INT96_UNIT, MAGIC, Footer
 from s3slice.query import predicate as P
 

@@ -21,12 +21,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3slice import _ranges
-from s3slice._arrow import compatible, to_polars
-from s3slice._errors import ObjectFormatError, is_native_panic
-from s3slice._ranges import Range
-from s3slice._settings import Settings
+from s3slice.core import ranges as _ranges
+from s3slice.core.errors import ObjectFormatError, is_native_panic
+from s3slice.core.ranges import Range
+from s3slice.core.settings import Settings
 from s3slice.parquet import thrift as _thrift
+from s3slice.parquet.arrow import compatible, to_polars
 from s3slice.parquet.footer import MAGIC, Footer, leaf_tops, under, under_any
 from s3slice.query import predicate as P
 
@@ -244,7 +244,7 @@ class Plan:
     def fetch_ranges(self, settings: Settings, *, row_groups: Sequence[int] | None = None,
                      held: Range | None = None, fill: bool = True) -> list[Range]:
         """Coalesced and split ranges for ``row_groups`` (all kept ones by default); with
-        ``fill``, cut further until there are ``fill_parts`` (:func:`s3slice._ranges.split`)."""
+        ``fill``, cut further until there are ``fill_parts`` (:func:`s3slice.core.ranges.split`)."""
         groups = self.row_groups if row_groups is None else row_groups
         merged = _ranges.coalesce((r for g in groups for r in self.chunks[g]), settings.max_gap)
         if held is not None:

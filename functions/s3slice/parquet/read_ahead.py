@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from s3slice._errors import ObjectError
-from s3slice._model import ObjectRef
-from s3slice._ranges import Range
-from s3slice._read import Io
+from s3slice.core.errors import ObjectError
+from s3slice.core.model import ObjectRef
+from s3slice.core.ranges import Range
 from s3slice.fetch.image import Image, MemoryImage
 from s3slice.parquet.footer import reaching_head, under_any
 from s3slice.parquet.plan import Plan, chunk_range
+from s3slice.readers.base import Io
 
 #: Fetches in flight at once, at most (each its own ``get_ranges`` call, whose parts run
 #: in parallel too).

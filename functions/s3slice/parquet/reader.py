@@ -12,14 +12,13 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from s3slice import _ranges
-from s3slice._arrow import compatible, foreign_time_zones, to_polars
-from s3slice._errors import ObjectFormatError
-from s3slice._model import ObjectRef
-from s3slice._read import Copied, Io, ObjectResult, Timings
-from s3slice._settings import Settings
+from s3slice.core import ranges as _ranges
+from s3slice.core.errors import ObjectFormatError
+from s3slice.core.model import ObjectRef
+from s3slice.core.settings import Settings
 from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.parquet import bloom as _bloom
+from s3slice.parquet.arrow import compatible, foreign_time_zones, to_polars
 from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy_layout
 from s3slice.parquet.decode import empty
 from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked, reaching_head
@@ -28,6 +27,7 @@ from s3slice.parquet.plan import Plan, first_rows, plan_parquet
 from s3slice.parquet.strategies import Job, Strategy, choose, fetch_metadata
 from s3slice.query import predicate as P
 from s3slice.query.analysis import Analysis
+from s3slice.readers.base import Copied, Io, ObjectResult, Timings
 
 logger = logging.getLogger("s3slice")
 

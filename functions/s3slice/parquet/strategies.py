@@ -21,20 +21,20 @@ from typing import Any, ClassVar
 import polars as pl
 import pyarrow as pa
 
-from s3slice import _ranges
-from s3slice._arrow import to_polars
-from s3slice._errors import ObjectError, first_line, is_native_panic
-from s3slice._model import ObjectRef
-from s3slice._read import Io, Timings
-from s3slice._settings import Settings
+from s3slice.core import ranges as _ranges
+from s3slice.core.errors import ObjectError, first_line, is_native_panic
+from s3slice.core.model import ObjectRef
+from s3slice.core.settings import Settings
 from s3slice.fetch.image import FileImage, Image, MemoryImage
 from s3slice.parquet import handoff as _handoff
 from s3slice.parquet import pages as _pages
+from s3slice.parquet.arrow import to_polars
 from s3slice.parquet.decode import decode, empty
 from s3slice.parquet.footer import Footer, reaching_head
 from s3slice.parquet.plan import Plan
 from s3slice.parquet.read_ahead import ReadAhead, fetch_groups, windows
 from s3slice.query.analysis import Analysis, collect
+from s3slice.readers.base import Io, Timings
 
 logger = logging.getLogger("s3slice")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from s3slice._errors import ObjectFormatError
+from s3slice.core.errors import ObjectFormatError
 from s3slice.parquet import footer as _footer
 
 #: Plain encoding of the fixed-width physical types: struct format and width.

@@ -17,8 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import FilterSyntaxError, QueryError, UnknownColumnError, plain
-from s3slice._model import Query
+from s3slice.core.errors import FilterSyntaxError, QueryError, UnknownColumnError, plain
+from s3slice.core.model import Query
 from s3slice.query import predicate as P
 from s3slice.query.paths import Path, with_paths
 from s3slice.query.polars_sql import check_text, execute

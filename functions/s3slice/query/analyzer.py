@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from s3slice._errors import FilterSyntaxError, QueryError, plain
-from s3slice._model import Query
+from s3slice.core.errors import FilterSyntaxError, QueryError, plain
+from s3slice.core.model import Query
 from s3slice.query.analysis import SOURCE_TABLE, Analysis, reads_the_clock
 from s3slice.query.depth import check_depth, too_deep
 from s3slice.query.plain_filter import analyze_plain_filter

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from s3slice._errors import is_native_panic
+from s3slice.core.errors import is_native_panic
 from s3slice.query.polars_sql import execute, reads_one_way
 
 Op = Literal["=", "!=", "<", "<=", ">", ">="]

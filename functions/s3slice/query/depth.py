@@ -20,7 +20,7 @@ the bound does not count) is the same typed error (:func:`too_deep`).
 
 from __future__ import annotations
 
-from s3slice._errors import FilterSyntaxError
+from s3slice.core.errors import FilterSyntaxError
 
 #: The deepest a query text may nest, in levels (see the module's text).
 MAX_DEPTH = 320

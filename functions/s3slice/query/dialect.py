@@ -14,7 +14,7 @@ import sqlglot
 from sqlglot import exp, generator, parser
 from sqlglot.dialects.dialect import Dialect
 
-from s3slice._errors import FilterSyntaxError
+from s3slice.core.errors import FilterSyntaxError
 
 
 def literal(node: exp.Expr) -> tuple[bool, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from s3slice._errors import FilterSyntaxError
+from s3slice.core.errors import FilterSyntaxError
 from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.dialect import literal
 from s3slice.query.paths import PATH_PREFIX, Path

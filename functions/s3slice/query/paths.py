@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from s3slice._errors import QueryError, UnknownColumnError
+from s3slice.core.errors import QueryError, UnknownColumnError
 
 #: The columns path expressions are computed into; no source column may be named so.
 PATH_PREFIX = "__s3slice_path_"

@@ -25,8 +25,8 @@ from typing import Any
 
 import polars as pl
 
-from s3slice._errors import is_native_panic
-from s3slice._model import Query
+from s3slice.core.errors import is_native_panic
+from s3slice.core.model import Query
 from s3slice.query import predicate as P
 from s3slice.query.analysis import Analysis, uses_s3select_functions
 from s3slice.query.bounds import is_constant

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 
 import polars as pl
 
-from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, plain
+from s3slice.core.errors import FilterSyntaxError, ForbiddenQueryError, plain
 from s3slice.query.source import FILE_FUNCTION_PREFIXES as FILE_FUNCTION_PREFIXES
 
 #: Words that make a subquery; a filter is a condition on columns.

@@ -18,7 +18,7 @@ query's ``Analysis.sql``: path expressions already rewritten into the
 ``__s3slice_path_N`` columns, which each batch must carry, as ``Analysis.finish`` adds
 them). It returns a :class:`Split`, or None when each batch's own answer stands and the
 answers are simply concatenated (no aggregate, grouping, DISTINCT, order or limit). A
-query that cannot be split exactly raises :class:`~s3slice._errors.QueryError` naming the
+query that cannot be split exactly raises :class:`~s3slice.core.errors.QueryError` naming the
 construct (a median, a percentile, a window function, a subquery, ...), before any batch
 is read.
 
@@ -112,7 +112,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from s3slice._errors import FilterSyntaxError, QueryError
+from s3slice.core.errors import FilterSyntaxError, QueryError
 from s3slice.query.split_aggregate import AggregateSplit
 from s3slice.query.split_plan import Split
 from s3slice.query.split_rows import rows_split

@@ -9,7 +9,7 @@ import dataclasses
 
 from sqlglot import exp
 
-from s3slice._errors import QueryError
+from s3slice.core.errors import QueryError
 from s3slice.query.split_plan import PARTIALS_TABLE
 from s3slice.query.split_shape import VARIANCE
 from s3slice.query.split_sql import (

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 
 import polars as pl
 
-from s3slice._errors import QueryError, S3SliceError
+from s3slice.core.errors import QueryError, S3SliceError
 from s3slice.query.analysis import SOURCE_TABLE, Analysis
 from s3slice.query.paths import with_paths
 from s3slice.query.polars_sql import execute

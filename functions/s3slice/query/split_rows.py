@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from s3slice._errors import QueryError
+from s3slice.core.errors import QueryError
 from s3slice.query.split_plan import PARTIALS_TABLE
 from s3slice.query.split_sql import (
     PREFIX,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from s3slice._errors import QueryError
+from s3slice.core.errors import QueryError
 from s3slice.query.dialect import S3SelectDialect
 
 

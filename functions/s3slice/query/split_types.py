@@ -51,7 +51,7 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
-from s3slice._errors import QueryError
+from s3slice.core.errors import QueryError
 from s3slice.query.split_sql import PolarsOrder, col, select_sql
 from s3slice.query.sql_errors import DECIMAL_OVERFLOW
 

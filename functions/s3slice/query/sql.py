@@ -9,8 +9,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from s3slice._errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
-from s3slice._model import MAX_ROWS
+from s3slice.core.errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
+from s3slice.core.model import MAX_ROWS
 from s3slice.query.depth import check_depth, too_deep
 from s3slice.query.dialect import S3SelectDialect
 from s3slice.query.source import FILE_FUNCTION_PREFIXES, SOURCE_TABLE

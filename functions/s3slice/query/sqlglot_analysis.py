@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from s3slice._model import Query
+from s3slice.core.model import Query
 from s3slice.query import predicate as P
 from s3slice.query.analysis import SOURCE_TABLE, Analysis, check_filter
 from s3slice.query.path_rewrite import PathRewriter, column_names, qualifiers_of

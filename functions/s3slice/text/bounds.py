@@ -16,8 +16,8 @@ from typing import Literal
 
 import pyarrow as pa
 
-from s3slice._errors import ObjectFormatError
-from s3slice._model import Compression, InputSpec
+from s3slice.core.errors import ObjectFormatError
+from s3slice.core.model import Compression, InputSpec
 
 #: The most fields a CSV record may have: polars' cost per column grows faster than their
 #: count (100,000 columns take seconds, a million minutes), so a record of many more is

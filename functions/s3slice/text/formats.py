@@ -28,9 +28,9 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from s3slice._errors import ObjectFormatError, QueryError, RequestError
-from s3slice._model import Compression, InputSpec
-from s3slice.contract import source_format
+from s3slice.core.contract import source_format
+from s3slice.core.errors import ObjectFormatError, QueryError, RequestError
+from s3slice.core.model import Compression, InputSpec
 from s3slice.fetch.image import tmp_dir_error
 from s3slice.text.bounds import check_lines, check_width, decompressed_chunks
 

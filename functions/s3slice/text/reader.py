@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from s3slice import _ranges
-from s3slice._errors import ObjectFormatError
-from s3slice._model import InputSpec, ObjectRef
-from s3slice._read import Io, ObjectResult, Timings
+from s3slice.core import ranges as _ranges
+from s3slice.core.errors import ObjectFormatError
+from s3slice.core.model import InputSpec, ObjectRef
 from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.query.analysis import Analysis, collect
+from s3slice.readers.base import Io, ObjectResult, Timings
 from s3slice.text.bounds import check_lines, check_width, line_limit
 from s3slice.text.formats import (
     collect_text,
