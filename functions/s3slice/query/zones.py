@@ -25,6 +25,7 @@ import sqlglot
 from sqlglot import exp
 
 from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.time_text import parse_timestamp_text, to_timestamp_sql
 
 _TIMESTAMP_TYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
@@ -125,3 +126,35 @@ def _type_of(node: exp.Expr, columns: Mapping[str, pl.Datetime]) -> pl.Datetime 
 
 def _has_interval(node: exp.Expr) -> bool:
     return node.find(exp.Interval) is not None
+
+
+def with_text_casts(sql: str, texts: frozenset[str]) -> str:
+    """``sql`` with ``CAST(x AS TIMESTAMP)`` of a text read as S3 Select reads it, as
+    ``TO_TIMESTAMP(x)`` does: a text column's value (one of ``texts``) or a string
+    literal in S3 Select's ISO 8601 forms (``2024T``, ``…T10:30Z``, ``…+02:00``) is the
+    UTC timestamp without zone of the instant it names (polars' own CAST refuses an
+    offset). Unchanged when there is none."""
+    tree = sqlglot.parse_one(sql, read=S3SelectDialect)
+    changed = False
+
+    def fix(node: exp.Expr) -> exp.Expr:
+        nonlocal changed
+        if not (isinstance(node, exp.Cast) and node.to.this in _TIMESTAMP_TYPES):
+            return node
+        this = node.this
+        if isinstance(this, exp.Column) and this.name in texts:
+            changed = True
+            return sqlglot.parse_one(to_timestamp_sql(this.sql()), read=S3SelectDialect)
+        if isinstance(this, exp.Literal) and this.is_string:
+            try:
+                value = parse_timestamp_text(str(this.this))
+            except ValueError:
+                return node  # polars reads it, or says why not
+            text = value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+            if text != this.this:
+                changed = True
+                return exp.cast(exp.Literal.string(text), exp.DataType.Type.TIMESTAMP)
+        return node
+
+    out = tree.transform(fix)
+    return out.sql(dialect=S3SelectDialect, comments=False) if changed else sql
