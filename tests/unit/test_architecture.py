@@ -46,7 +46,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "_demo": ("_invoke", "_local_s3"),
     "_cli_query": ("contract",),
     "__main__": ("_cli_query", "_demo", "_errors", "_invoke", "_model"),
-    "_frames": ("_errors", "_model", "_settings", "engine"),
+    "_frames": ("_errors", "_model", "_settings", "engine", "query"),
     "__init__": ("_errors", "_frames", "_model", "_output", "_settings", "engine", "fetch",
                  "parquet"),
 }.items()}
