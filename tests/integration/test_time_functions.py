@@ -1,7 +1,8 @@
 """S3 Select's time functions through the real handler on the local S3 server, against
-naive and zoned timestamp columns (Parquet: naive, UTC, Europe/Paris, America/New_York,
-at us and ns) and timestamp text (CSV and JSON lines, with ``Z`` and offsets), each
-answer against an oracle computed here in Python (``zoneinfo``, ``datetime``):
+naive and zoned timestamp columns (Parquet: naive, UTC, Europe/Paris, America/New_York and
+America/St_Johns' half hours, at us and ns) and timestamp text (CSV and JSON lines, with
+``Z`` and offsets), each answer against an oracle computed here in Python (``zoneinfo``,
+``datetime``):
 
 - ``TO_STRING(ts, pattern)``: S3 Select's pattern letters, the column's own wall time and
   offset (a naive column is UTC: ``Z``);
@@ -48,7 +49,7 @@ INSTANTS: list[dt.datetime | None] = [
     dt.datetime(2024, 12, 31, 23, 0, tzinfo=UTC),
     dt.datetime(2025, 1, 1, 0, 0, tzinfo=UTC),
 ]
-ZONES = [None, "UTC", "Europe/Paris", "America/New_York"]
+ZONES = [None, "UTC", "Europe/Paris", "America/New_York", "America/St_Johns"]
 #: The reference instant DATE_DIFF counts to: 2025-03-01T00:00Z.
 REF = dt.datetime(2025, 3, 1, tzinfo=UTC)
 REF_SQL = "TO_TIMESTAMP('2025-03-01T00:00:00Z')"
