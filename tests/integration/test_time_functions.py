@@ -240,3 +240,22 @@ def test_one_meaning_on_every_path(lake: S3Env) -> None:
             got = rows(invoke({"source": source, "sql": text_sql, "return_rows": True}))
             assert [{k: (int(v) if k == "i" else v) for k, v in r.items()} for r in got] == \
                 want, (sql, source)
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_to_timestamp_of_a_timestamp_or_date_column_is_that_instant_at_utc(
+        lake: S3Env, zone: str | None) -> None:
+    frame, _ = parquet(zone, "us")
+    frame = frame.with_columns(day=pl.col("ts").dt.date())
+    sink = io.BytesIO()
+    pq.write_table(frame.to_arrow(), sink)
+    uri = put(lake, f"typed-{zone}.parquet".replace("/", "_"), sink.getvalue())
+    sql = ("SELECT i, TO_STRING(TO_TIMESTAMP(ts), 'yyyy-MM-dd''T''HH:mm:ssX') AS t, "
+           "TO_TIMESTAMP(day) < TO_TIMESTAMP('2024-03-31T') AS early FROM s3object "
+           "WHERE TO_TIMESTAMP(ts) >= TO_TIMESTAMP('2024-03-31T01:00:00+01:00') ORDER BY i")
+    got = rows(invoke({"source": uri, "sql": sql, "return_rows": True}))
+    cut = dt.datetime(2024, 3, 31, tzinfo=UTC)
+    want = [{"i": i, "t": f"{t:%Y-%m-%dT%H:%M:%S}Z",
+             "early": local(t, zone).date() < dt.date(2024, 3, 31)}  # type: ignore[union-attr]
+            for i, t in enumerate(INSTANTS) if t is not None and t >= cut]
+    assert got == want and want

@@ -164,8 +164,11 @@ def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) ->
         return sql
     stamps: dict[str, pl.Datetime] = {}
     strings: set[str] = set()
+    times: set[str] = set()  # timestamps and dates, for TO_TIMESTAMP of one
     for frame in frames.values():
         for name, dtype in frame.collect_schema().items():
+            if isinstance(dtype, pl.Datetime | pl.Date):
+                times.add(name)
             if timestamps and isinstance(dtype, pl.Datetime):
                 stamps[name] = dtype
             elif dtype == pl.String:
@@ -180,7 +183,8 @@ def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) ->
 
     from s3slice.query import text_numbers, zones
     try:
-        out = zones.with_text_casts(sql, frozenset(_named(sql, strings))) if casts else sql
+        out = (zones.with_text_casts(sql, frozenset(_named(sql, strings)),
+                                     frozenset(_named(sql, times))) if casts else sql)
         out = zones.with_utc_literals(out, zoned) if zoned else out
         out = text_numbers.as_numbers(out, frozenset(texts)) if texts else out
     except (ParseError, TokenError):
