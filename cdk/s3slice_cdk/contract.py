@@ -1,8 +1,8 @@
 """What the deployment takes from the function's own code: its contract, read by path.
 
 The function package is the one source of truth for the names it and its deployment must
-agree on: ``functions/s3slice/contract.py`` (output formats, the fields of a query and of
-the workflow's events, the partials folder) and ``functions/s3slice/_errors.py`` (the error
+agree on: ``functions/s3slice/core/contract.py`` (output formats, the fields of a query and of
+the workflow's events, the partials folder) and ``functions/s3slice/core/errors.py`` (the error
 type names Step Functions retries and catches, read by ``service_errors``). Both import
 nothing but the standard library, so the CDK app loads them here by path, with
 :func:`load_function_module`: it needs neither polars nor the rest of the function
@@ -27,7 +27,7 @@ REPO_FUNCTION_CODE_DIR = Path(__file__).resolve().parents[2] / "functions"
 def _function_package_dir() -> Path:
     """The ``s3slice`` package: the repository's ``functions/s3slice`` in a clone, else the
     installed package (found without importing it: the CDK app needs no polars)."""
-    if (REPO_FUNCTION_CODE_DIR / "s3slice" / "contract.py").is_file():
+    if (REPO_FUNCTION_CODE_DIR / "s3slice" / "core" / "contract.py").is_file():
         return REPO_FUNCTION_CODE_DIR / "s3slice"
     spec = importlib.util.find_spec("s3slice")
     if spec is None or not spec.submodule_search_locations:
@@ -43,7 +43,7 @@ FUNCTION_CODE_DIR = FUNCTION_PACKAGE_DIR.parent
 #: Whether this is a clone of the repository (the layer build and ``cdk.json`` are here).
 IN_REPOSITORY = FUNCTION_CODE_DIR == REPO_FUNCTION_CODE_DIR
 #: The names the function and the deployment agree on.
-CONTRACT_MODULE = FUNCTION_PACKAGE_DIR / "contract.py"
+CONTRACT_MODULE = FUNCTION_PACKAGE_DIR / "core" / "contract.py"
 
 
 @functools.cache

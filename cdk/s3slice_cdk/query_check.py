@@ -36,7 +36,7 @@ def _load() -> tuple[_Checker, type[Exception]]:
         if found != FUNCTION_PACKAGE_DIR and str(FUNCTION_CODE_DIR) not in sys.path:
             sys.path.insert(0, str(FUNCTION_CODE_DIR))
     check = importlib.import_module("s3slice.query.check")
-    errors = importlib.import_module("s3slice._errors")
+    errors = importlib.import_module("s3slice.core.errors")
     return cast(_Checker, check.check_query), cast(type[Exception], errors.S3SliceError)
 
 

@@ -3,7 +3,7 @@
 Lambda reports a raised exception's class name as ``errorType``, and Step Functions
 matches ``Retry``/``Catch`` ``ErrorEquals`` against it by exact name, never by base class:
 catching ``QueryError`` does not catch ``UnknownColumnError``. So the workflow lists every
-concrete name, taken from ``s3slice.error_types()`` in ``functions/s3slice/_errors.py``.
+concrete name, taken from ``s3slice.error_types()`` in ``functions/s3slice/core/errors.py``.
 
 That file imports nothing but the standard library, so it is loaded here by path (as the
 rest of the function's contract is, by ``contract.load_function_module``): the CDK app
@@ -17,7 +17,7 @@ from pathlib import Path
 from .contract import FUNCTION_PACKAGE_DIR, load_function_module
 
 #: The function package's error tree (``S3SliceError`` and its subclasses).
-ERRORS_MODULE = FUNCTION_PACKAGE_DIR / "_errors.py"
+ERRORS_MODULE = FUNCTION_PACKAGE_DIR / "core" / "errors.py"
 
 
 def load_error_types(path: Path = ERRORS_MODULE) -> tuple[tuple[str, ...], tuple[str, ...]]:

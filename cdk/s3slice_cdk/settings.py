@@ -110,7 +110,7 @@ LAYER_BUILD_ROOT = REPO_DIR / "layers" / "build"
 
 Architecture = Literal["arm64", "x86_64"]
 #: The output formats as a type for the constructs' props. Its values are the function's
-#: (``OUTPUT_FORMATS``, from ``functions/s3slice/contract.py``): checked here, at import.
+#: (``OUTPUT_FORMATS``, from ``functions/s3slice/core/contract.py``): checked here, at import.
 OutputFormat = Literal["parquet", "csv", "json"]
 if set(get_args(OutputFormat)) != set(OUTPUT_FORMATS):
     raise ImportError(f"settings.OutputFormat {get_args(OutputFormat)} no longer matches the "

@@ -1,6 +1,6 @@
 """The function's engine settings as typed props (``S3SLICE_*`` environment variables).
 
-Each field is one of ``functions/s3slice/_settings.py``'s knobs; ``None`` leaves the
+Each field is one of ``functions/s3slice/core/settings.py``'s knobs; ``None`` leaves the
 function's own default (documented there). A test checks every variable name against
 that file.
 """
@@ -12,7 +12,7 @@ from typing import Literal
 
 from .settings import SettingsError
 
-#: ``functions/s3slice/_settings.py``'s strategies (checked by a test).
+#: ``functions/s3slice/core/settings.py``'s strategies (checked by a test).
 Strategy = Literal["auto", "ranges", "whole", "batches"]
 
 

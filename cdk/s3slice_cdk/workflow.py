@@ -48,7 +48,7 @@ machine's role must be allowed ``s3:GetObject`` on the ``_partials/`` folders (t
 composing stack grants it).
 
 The events' fields are the function's (``BATCH_INPUT_FIELDS``, ``CHECK_FIELDS``,
-``REDUCE_FIELDS`` of ``functions/s3slice/contract.py``, via ``contract``): checked here, at
+``REDUCE_FIELDS`` of ``functions/s3slice/core/contract.py``, via ``contract``): checked here, at
 import (``PlanTable``'s, ``PLAN_FIELDS`` of ``s3slice.entry.tables``, by
 ``tests/infrastructure/test_table_workflow.py``).
 """

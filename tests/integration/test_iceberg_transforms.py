@@ -200,3 +200,30 @@ def test_a_timestamp_literal_on_a_timestamptz_column_means_utc_as_without_a_tabl
     in_file = pl.read_parquet(s3.get(path))
     assert sorted(r["id"] for r in plain) == sorted(
         i for i, t in zip(in_file["id"], in_file["tz"], strict=True) if t >= cut)
+
+
+def test_time_functions_on_a_timestamptz_column_mean_what_they_mean_on_parquet(
+        s3: S3Env, tables: dict[str, Any]) -> None:
+    # S3 Select's time functions over Iceberg's timestamptz (UTC): TO_STRING with its
+    # offset, EXTRACT, DATE_DIFF, DATE_ADD and TO_TIMESTAMP literals answer as Python's
+    # datetime does, on the table and on one of its data files read as a Parquet object.
+    table = tables["tz_day"]
+    sql = ("SELECT id, TO_STRING(tz, 'yyyy-MM-dd''T''HH:mmXXX') AS t, "
+           "EXTRACT(HOUR FROM tz) AS h, EXTRACT(TIMEZONE_HOUR FROM tz) AS th, "
+           "DATE_DIFF(minute, tz, TO_TIMESTAMP('2024-01-03T00:00:00+01:00')) AS m "
+           "FROM s3object WHERE DATE_ADD(hour, 2, tz) >= TO_TIMESTAMP('2024-01-02T12:00Z') "
+           "AND tz < UTCNOW()")
+    cut = dt.datetime(2024, 1, 2, 10, tzinfo=UTC)
+    ref = dt.datetime(2024, 1, 2, 23, tzinfo=UTC)
+    data = rows()
+    want = {i: {"id": i, "t": f"{t:%Y-%m-%dT%H:%M}Z", "h": t.hour, "th": 0,
+                "m": int((ref - t).total_seconds() / 60)}
+            for i, t in zip(data["id"].to_pylist(), data["tz"].to_pylist(), strict=True)
+            if t >= cut}
+    got, _ = query(table, sql)
+    assert sorted(got.to_dicts(), key=lambda r: r["id"]) == [want[i] for i in sorted(want)]
+    for path in table.inspect.files()["file_path"].to_pylist()[:2]:
+        plain = invoke({"source": path, "sql": sql, "return_rows": True})["rows"]
+        in_file = pl.read_parquet(s3.get(path))["id"].to_list()
+        assert sorted(plain, key=lambda r: r["id"]) == [want[i] for i in sorted(in_file)
+                                                        if i in want]

@@ -40,7 +40,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "engine": ("core.cost", "core.errors", "core.model", "core.settings", "core.table",
                "fetch", "iceberg", "parquet", "query", "readers", "text"),
     "answer": ("core.cost", "core.errors", "core.model", "core.settings", "core.values",
-               "engine", "fetch", "readers"),
+               "engine", "fetch", "query", "readers"),
     "entry": ("answer", "core.contract", "core.cost", "core.errors", "core.model",
               "core.settings", "core.table", "engine", "parquet", "query"),
     "handler": ("entry",),

@@ -16,6 +16,7 @@ from s3slice.core.model import parse_request
 from s3slice.core.settings import Settings
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats
+from s3slice.query import polars_expr
 
 #: polars' ``storage_options`` names for S3 (object_store's, with and without ``aws_``),
 #: and the setting or credential each gives.
@@ -47,9 +48,11 @@ def read_parquet(source: str | Sequence[str], *, columns: Sequence[str] | None =
     or a glob), fetching only what the query needs; ``frame.s3slice.stats`` says what was
     fetched and pruned.
 
-    ``filter`` is SQL text (``"a <= 1000 AND b = 'x'"``), which also prunes row groups,
-    pages and partitions, or a polars expression, which is applied to the rows read (the
-    columns it names are read too, and nothing is pruned by it). ``storage_options`` takes
+    ``filter`` is SQL text (``"a <= 1000 AND b = 'x'"``) or a polars expression; either
+    prunes row groups, pages, Bloom filters and partitions (an expression by its
+    comparisons of columns with constants, :mod:`s3slice.query.polars_expr`) and an
+    expression is then applied to the rows read as polars applies it (the columns it names
+    are read too). ``storage_options`` takes
     polars' S3 keys (``aws_access_key_id``, ``aws_secret_access_key``,
     ``aws_session_token``, ``aws_region``, ``aws_endpoint_url``); ``credential_provider``
     is polars' (``pl.CredentialProviderAWS`` or any callable of that shape). Without
@@ -77,6 +80,9 @@ def read_parquet(source: str | Sequence[str], *, columns: Sequence[str] | None =
         if wanted is not None:
             request["columns"] = wanted + [c for c in filter.meta.root_names()
                                            if c not in wanted]
+        pruning = polars_expr.to_sql(filter)  # prunes as SQL text does; rows: filter's own
+        if pruning is not None:
+            request["filter"] = pruning
     else:
         if columns is not None:
             request["columns"] = list(columns)

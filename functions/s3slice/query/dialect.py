@@ -15,6 +15,12 @@ from sqlglot import exp, generator, parser
 from sqlglot.dialects.dialect import Dialect
 
 from s3slice.core.errors import FilterSyntaxError
+from s3slice.query.time_text import (
+    offset_seconds_sql,
+    parse_timestamp_text,
+    to_string_sql,
+    to_timestamp_sql,
+)
 
 
 def literal(node: exp.Expr) -> tuple[bool, Any]:
@@ -86,13 +92,22 @@ def _date_add(args: Sequence[exp.Expr]) -> exp.Expr:
 
 
 def _date_diff(args: Sequence[exp.Expr]) -> exp.Expr:
-    """DATE_DIFF(part, t1, t2): t2 - t1 in whole parts (calendar years and months; elapsed
-    days, hours, minutes and seconds, truncated toward zero)."""
+    """DATE_DIFF(part, t1, t2): t2 - t1 in whole parts, as S3 Select (MinIO) counts them:
+    complete years (by month and day), calendar months, elapsed days, hours, minutes and
+    seconds, each truncated toward zero."""
     _arity(args, 3, "DATE_DIFF")
     part, a, b = _date_part(args[0], "DATE_DIFF"), args[1].sql(), args[2].sql()
     years = f"(EXTRACT(YEAR FROM {b}) - EXTRACT(YEAR FROM {a}))"
     if part == "year":
-        return sqlglot.parse_one(years)
+        # Whole years, as S3 Select (MinIO) counts them: a year is complete when the later
+        # date's month and day reach the earlier one's (the time of day is not counted).
+        # (polars' month and day are 8-bit: widened before they are multiplied)
+        day_a = f"(CAST(EXTRACT(MONTH FROM {a}) AS INT) * 100 + EXTRACT(DAY FROM {a}))"
+        day_b = f"(CAST(EXTRACT(MONTH FROM {b}) AS INT) * 100 + EXTRACT(DAY FROM {b}))"
+        later = f"DATE_PART('epoch', {b}) >= DATE_PART('epoch', {a})"
+        return sqlglot.parse_one(
+            f"CASE WHEN {later} THEN {years} - CASE WHEN {day_b} < {day_a} THEN 1 ELSE 0 END "
+            f"ELSE {years} + CASE WHEN {day_a} < {day_b} THEN 1 ELSE 0 END END")
     if part == "month":
         return sqlglot.parse_one(f"({years} * 12 + EXTRACT(MONTH FROM {b}) "
                                  f"- EXTRACT(MONTH FROM {a}))")
@@ -101,14 +116,15 @@ def _date_diff(args: Sequence[exp.Expr]) -> exp.Expr:
 
 
 def _to_timestamp(args: Sequence[exp.Expr]) -> exp.Expr:
-    """TO_TIMESTAMP(text): an ISO 8601 timestamp (``2024-05-01T``, ``…T10:30Z``, with
-    fractional seconds) as a UTC timestamp without time zone."""
+    """TO_TIMESTAMP(text): an ISO 8601 timestamp (``2024T``, ``2024-05-01T``,
+    ``…T10:30Z``, ``…T10:30:15.5+02:00``) as the UTC timestamp without time zone of the
+    instant it names (:mod:`.time_text`)."""
     _arity(args, 1, "TO_TIMESTAMP")
     text = args[0]
     if isinstance(text, exp.Literal) and text.is_string:
         # A constant: parsed now, so that it can prune row groups like any literal.
         try:
-            value = dt.datetime.fromisoformat(text.this.removesuffix("Z").removesuffix("T"))
+            value = parse_timestamp_text(text.this)
         except ValueError as e:
             raise FilterSyntaxError(f"TO_TIMESTAMP: {text.this!r} is not an ISO 8601 "
                                     "timestamp") from e
@@ -116,7 +132,18 @@ def _to_timestamp(args: Sequence[exp.Expr]) -> exp.Expr:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return exp.cast(exp.Literal.string(value.isoformat(sep=" ")),
                         exp.DataType.Type.TIMESTAMP)
-    return sqlglot.parse_one(f"CAST(REGEXP_REPLACE({args[0].sql()}, '[TZ]$', '') AS TIMESTAMP)")
+    return sqlglot.parse_one(to_timestamp_sql(text.sql()))
+
+
+def _to_string(args: Sequence[exp.Expr]) -> exp.Expr:
+    """TO_STRING(timestamp, pattern): the timestamp as text, by S3 Select's pattern
+    letters (:func:`~s3slice.query.time_text.to_string_sql`)."""
+    _arity(args, 2, "TO_STRING")
+    pattern = args[1]
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise FilterSyntaxError("TO_STRING: the pattern must be a text literal, got "
+                                f"{pattern.sql()!r}")
+    return sqlglot.parse_one(to_string_sql(f"({args[0].sql()})", pattern.this))
 
 
 def _utcnow(args: Sequence[exp.Expr]) -> exp.Expr:
@@ -137,8 +164,8 @@ class S3SelectDialect(Dialect):
     class Parser(parser.Parser):
         # sqlglot's extension point is this class attribute.
         FUNCTIONS = {**parser.Parser.FUNCTIONS, "DATE_ADD": _date_add,  # noqa: RUF012
-                     "DATE_DIFF": _date_diff, "TO_TIMESTAMP": _to_timestamp,
-                     "UTCNOW": _utcnow}
+                     "DATE_DIFF": _date_diff, "TO_STRING": _to_string,
+                     "TO_TIMESTAMP": _to_timestamp, "UTCNOW": _utcnow}
 
     class Generator(generator.Generator):
         """The text polars runs is generated from the checked tree: spelled as polars reads
@@ -149,6 +176,18 @@ class S3SelectDialect(Dialect):
             desc = " DESC" if expression.args.get("desc") else ""
             nulls = " NULLS FIRST" if expression.args.get("nulls_first") else " NULLS LAST"
             return f"{self.sql(expression, 'this')}{desc}{nulls}"
+
+        def extract_sql(self, expression: exp.Extract) -> str:
+            # S3 Select's TIMEZONE_HOUR and TIMEZONE_MINUTE: the value's offset from UTC
+            # (a zoned column's; 0 for a naive one, which is UTC), truncated toward zero.
+            part = expression.this.name.upper()
+            if part not in ("TIMEZONE_HOUR", "TIMEZONE_MINUTE"):
+                return super().extract_sql(expression)
+            off = offset_seconds_sql(self.sql(expression, "expression"))
+            hours = f"CAST({off} / 3600 AS BIGINT)"
+            if part == "TIMEZONE_HOUR":
+                return hours
+            return f"CAST(({off} - {hours} * 3600) / 60 AS BIGINT)"
 
         def trim_sql(self, expression: exp.Trim) -> str:
             # polars reads TRIM(BOTH ' ' FROM x), not the default TRIM(x, ' ').

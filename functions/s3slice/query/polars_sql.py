@@ -40,6 +40,7 @@ _QUOTES = frozenset("'\"")
 _SCAN = re.compile(r"\bSCAN \[[^\n]*")
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
 _ISO_TEXT = re.compile(r"'\d{4}-\d\d-\d\d")
+_CAST_TIMESTAMP = re.compile(r"\bAS\s+(TIMESTAMP|DATETIME)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])\.?\d")
 
 
@@ -162,22 +163,29 @@ def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) ->
     if not timestamps and not numbers:
         return sql
     stamps: dict[str, pl.Datetime] = {}
-    texts: set[str] = set()
+    strings: set[str] = set()
+    times: set[str] = set()  # timestamps and dates, for TO_TIMESTAMP of one
     for frame in frames.values():
         for name, dtype in frame.collect_schema().items():
+            if isinstance(dtype, pl.Datetime | pl.Date):
+                times.add(name)
             if timestamps and isinstance(dtype, pl.Datetime):
                 stamps[name] = dtype
-            elif numbers and dtype == pl.String:
-                texts.add(name)
+            elif dtype == pl.String:
+                strings.add(name)
     zoned = {n: stamps[n] for n in _named(sql, set(stamps))}
-    texts = _named(sql, texts)
-    if not zoned and not texts:
+    texts = _named(sql, strings) if numbers else set()
+    # CAST(text AS TIMESTAMP): a text column or literal read as S3 Select reads it.
+    casts = _CAST_TIMESTAMP.search(sql) is not None
+    if not zoned and not texts and not casts:
         return sql
     from sqlglot.errors import ParseError, TokenError  # sqlglot only when needed
 
     from s3slice.query import text_numbers, zones
     try:
-        out = zones.with_utc_literals(sql, zoned) if zoned else sql
+        out = (zones.with_text_casts(sql, frozenset(_named(sql, strings)),
+                                     frozenset(_named(sql, times))) if casts else sql)
+        out = zones.with_utc_literals(out, zoned) if zoned else out
         out = text_numbers.as_numbers(out, frozenset(texts)) if texts else out
     except (ParseError, TokenError):
         return sql  # a text sqlglot cannot re-read runs as it is

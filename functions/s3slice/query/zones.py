@@ -25,6 +25,7 @@ import sqlglot
 from sqlglot import exp
 
 from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.time_text import parse_timestamp_text, to_timestamp_sql
 
 _TIMESTAMP_TYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
@@ -125,3 +126,55 @@ def _type_of(node: exp.Expr, columns: Mapping[str, pl.Datetime]) -> pl.Datetime 
 
 def _has_interval(node: exp.Expr) -> bool:
     return node.find(exp.Interval) is not None
+
+
+def with_text_casts(sql: str, texts: frozenset[str],
+                    stamps: frozenset[str] = frozenset()) -> str:
+    """``sql`` with ``CAST(x AS TIMESTAMP)`` of a text read as S3 Select reads it, as
+    ``TO_TIMESTAMP(x)`` does: a text column's value (one of ``texts``) or a string
+    literal in S3 Select's ISO 8601 forms (``2024T``, ``…T10:30Z``, ``…+02:00``) is the
+    UTC timestamp without zone of the instant it names (polars' own CAST refuses an
+    offset). ``TO_TIMESTAMP`` of a column that is already a timestamp or a date (one of
+    ``stamps``) is that value as a UTC timestamp without zone. Unchanged when there is
+    none."""
+    tree = sqlglot.parse_one(sql, read=S3SelectDialect)
+    changed = False
+
+    def fix(node: exp.Expr) -> exp.Expr:
+        nonlocal changed
+        if not (isinstance(node, exp.Cast) and node.to.this in _TIMESTAMP_TYPES):
+            return node
+        parsed = _parsed_text(node)
+        if parsed is not None and parsed.name in stamps:
+            changed = True
+            return exp.cast(parsed.copy(), exp.DataType.Type.TIMESTAMP)
+        this = node.this
+        if isinstance(this, exp.Column) and this.name in texts:
+            changed = True
+            return sqlglot.parse_one(to_timestamp_sql(this.sql()), read=S3SelectDialect)
+        if isinstance(this, exp.Literal) and this.is_string:
+            try:
+                value = parse_timestamp_text(str(this.this))
+            except ValueError:
+                return node  # polars reads it, or says why not
+            text = value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+            if text != this.this:
+                changed = True
+                return exp.cast(exp.Literal.string(text), exp.DataType.Type.TIMESTAMP)
+        return node
+
+    out = tree.transform(fix)
+    return out.sql(dialect=S3SelectDialect, comments=False) if changed else sql
+
+
+def _parsed_text(node: exp.Cast) -> exp.Column | None:
+    """The column ``TO_TIMESTAMP(column)`` was expanded from (:func:`to_timestamp_sql`:
+    a ``STRPTIME`` of ``REGEXP_REPLACE``s of it), or None."""
+    inner = node.this
+    if not (isinstance(inner, exp.Anonymous) and inner.name.upper() == "STRPTIME"
+            and len(inner.expressions) == 2):
+        return None
+    text = inner.expressions[0]
+    while isinstance(text, exp.RegexpReplace):
+        text = text.this
+    return text if isinstance(text, exp.Column) else None
