@@ -24,24 +24,40 @@ one ``props`` object whose fields are keyword-only and typed:
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aws_cdk as cdk
-import cdk_nag
+if TYPE_CHECKING:  # imported when first used (below): ``s3slice_cdk.staging`` needs no CDK
+    import aws_cdk as cdk
 
-from .alarms import Alarms, AlarmsProps, AlarmTopic
-from .function import LayerNotBuiltError, ReadFunction, ReadFunctionProps, layer_zip_name
-from .guard import PipelineConflictError, PipelineGuard
-from .pipeline import Pipeline, PipelineProps, object_created_pattern
-from .pipeline_workflow import PipelineWorkflowProps
-from .settings import REPO_DIR, SettingsError, StackSettings
-from .stack import S3SliceStack
-from .triggers import Triggers, TriggersProps
-from .tuning import FunctionSettings
-from .workflow import Workflow, WorkflowProps
+    from .alarms import Alarms, AlarmsProps, AlarmTopic
+    from .function import LayerNotBuiltError, ReadFunction, ReadFunctionProps, layer_zip_name
+    from .guard import PipelineConflictError, PipelineGuard
+    from .pipeline import Pipeline, PipelineProps, object_created_pattern
+    from .pipeline_workflow import PipelineWorkflowProps
+    from .settings import SettingsError, StackSettings
+    from .stack import S3SliceStack
+    from .triggers import Triggers, TriggersProps
+    from .tuning import FunctionSettings
+    from .workflow import Workflow, WorkflowProps
+
+#: Each public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("Alarms", "AlarmsProps", "AlarmTopic"), "alarms"),
+    **dict.fromkeys(("LayerNotBuiltError", "ReadFunction", "ReadFunctionProps",
+                     "layer_zip_name"), "function"),
+    **dict.fromkeys(("PipelineConflictError", "PipelineGuard"), "guard"),
+    **dict.fromkeys(("Pipeline", "PipelineProps", "object_created_pattern"), "pipeline"),
+    "PipelineWorkflowProps": "pipeline_workflow",
+    **dict.fromkeys(("SettingsError", "StackSettings"), "settings"),
+    "S3SliceStack": "stack",
+    **dict.fromkeys(("Triggers", "TriggersProps"), "triggers"),
+    "FunctionSettings": "tuning",
+    **dict.fromkeys(("Workflow", "WorkflowProps"), "workflow"),
+}
 
 __all__ = ["CDK_JSON", "AlarmTopic", "Alarms", "AlarmsProps", "FunctionSettings",
            "LayerNotBuiltError", "Pipeline", "PipelineConflictError", "PipelineGuard",
@@ -50,8 +66,20 @@ __all__ = ["CDK_JSON", "AlarmTopic", "Alarms", "AlarmsProps", "FunctionSettings"
            "Workflow", "WorkflowProps", "build_app", "cdk_json_context", "layer_zip_name",
            "object_created_pattern"]
 
-#: The CDK CLI's project file; its ``context`` holds the feature flags the app runs with.
-CDK_JSON = REPO_DIR / "cdk.json"
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module when first used."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+#: The CDK CLI's project file of the repository's app; its ``context`` holds the feature
+#: flags the app runs with.
+CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 STACK_NAME = "S3Slice"
 #: What synth prints (a CDK warning on the stack) when the ``nag`` setting is false.
 NAG_OFF_WARNING = ("nag=false: cdk-nag's AwsSolutions checks are OFF for this synth, so "
@@ -76,6 +104,12 @@ def build_app(context: Mapping[str, Any] | None = None, *,
     false, and then synth says so with a warning. A missing layer fails here
     (``LayerNotBuiltError``, raised by the function construct).
     """
+    import aws_cdk as cdk
+    import cdk_nag
+
+    from .settings import StackSettings
+    from .stack import S3SliceStack
+
     app = cdk.App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
     settings = StackSettings.from_context(app.node.try_get_context)
     stack = S3SliceStack(
