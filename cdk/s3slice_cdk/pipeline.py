@@ -44,6 +44,7 @@ from .pipeline_workflow import PipelineWorkflowProps, add_workflow
 from .query_check import check_query
 from .settings import KEY_CHARACTERS, OUTPUT_FORMATS, QUERY_FIELDS, OutputFormat, SettingsError
 from .triggers import object_queues
+from .uploads import abort_incomplete_uploads
 from .workflow import Workflow
 
 #: The field of a message that carries its pipeline (``s3slice.entry.events.PIPELINE_FIELD``).
@@ -131,6 +132,8 @@ class Pipeline(Construct):
             location(props.source_bucket, props.source_prefix, "watched", owner),
             location(props.output_bucket, props.output_prefix, "output", owner),
         ])
+        # A timed-out function's multipart upload: aborted by a rule, or flagged at synth.
+        abort_incomplete_uploads(self, props.output_bucket, props.output_prefix)
 
         function = props.function
         self.queue, self.dead_letter_queue = object_queues(

@@ -21,6 +21,7 @@ from .guard import location as guard_location
 from .nag import Acknowledged, add_suppressions
 from .settings import FUNCTION_CODE_DIR, StackSettings
 from .triggers import Triggers, TriggersProps
+from .uploads import abort_incomplete_uploads
 from .workflow import Workflow, WorkflowProps
 
 
@@ -107,6 +108,8 @@ class S3SliceStack(Stack):
                     for location in settings.read_locations]
         watched = readable[0]
         output = BucketPrefix(bucket=self.output_bucket, prefix=settings.output_prefix)
+        # A timed-out function's multipart upload: aborted by a rule, or flagged at synth.
+        abort_incomplete_uploads(self, self.output_bucket, settings.output_prefix)
         results = BucketPrefix(bucket=self.output_bucket,
                                prefix=settings.workflow_results_prefix)
         #: Where the function may get objects, then where it may put them.
