@@ -93,6 +93,7 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
         tolerated_failure_percentage=props.tolerated_failure_percentage,
         log_retention_days=props.log_retention_days,
         timeout=props.timeout,
+        outputs=False,  # the pipeline's StateMachineArn output names it
     ))
     accounts = pipeline.accounts
     partials = [BucketPrefix(bucket=p.output_bucket, prefix=f"{p.output_prefix}{PARTIALS}/"),

@@ -195,6 +195,7 @@ class S3SliceStack(Stack):
             tolerated_failure_percentage=settings.workflow_tolerated_failure_percentage,
             log_retention_days=settings.log_retention_days,
             timeout=Duration.hours(settings.workflow_timeout_hours),
+            outputs=False,  # the stack's own outputs below
         ))
         state_machine = self.workflow.state_machine
         grants.grant_list(state_machine, readable, accounts=accounts)
