@@ -26,8 +26,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk.assertions import Annotations, Match, Template
 
 from s3slice_cdk.code_asset import NO_BYTECODE_WARNING, function_code
+from s3slice_cdk.contract import FUNCTION_CODE_DIR
 from s3slice_cdk.function import HANDLER, ReadFunction, ReadFunctionProps
-from s3slice_cdk.settings import FUNCTION_CODE_DIR
 from s3slice_cdk.staging.bytecode import UNCHECKED_HASH_FLAGS, find_compiler
 from s3slice_cdk.staging.code_asset import LAMBDA_TASK_ROOT, stage_code
 from tests.infrastructure.support import Synthesized, bare_stack

@@ -381,7 +381,7 @@ def test_three_pipelines_pass_cdk_nag_with_the_existing_acknowledgments(
                                             RUNTIME_REASON.format(version="3.13")}
     assert len(handler) == 2
     # The workflow's, word for word those of the repository's stack.
-    from s3slice_cdk import build_app
+    from s3slice_app import build_app
 
     _, app_stack = build_app({**cdk_json_context(), "nag": False,
                               "layerDir": str(stand_in_layer)})

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from s3slice_cdk import NAG_OFF_WARNING, build_app, cdk_json_context
+from s3slice_app import NAG_OFF_WARNING, build_app, cdk_json_context
 from s3slice_cdk.function import LayerNotBuiltError
 from s3slice_cdk.settings import SettingsError
 from tests.infrastructure.support import (

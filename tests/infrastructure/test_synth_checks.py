@@ -204,7 +204,7 @@ def test_function_props_at_lambdas_bounds_synthesize(stand_in_layer: Path,
 
 
 def test_the_apps_timeout_must_outlast_the_functions_margin() -> None:
-    from s3slice_cdk.settings import StackSettings
+    from s3slice_app.settings import StackSettings
     with pytest.raises(SettingsError, match="timeoutSeconds: must be between 4 and 900"):
         StackSettings(timeout_seconds=3)
     assert StackSettings(timeout_seconds=4).timeout_seconds == 4
