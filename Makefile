@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CDK_CLI := cdk/node_modules/.bin/cdk
 
-.PHONY: setup demo tools minio test test-fast test-spark lint typecheck typecheck-cdk bench fuzz layer synth dist clean
+.PHONY: setup demo tools minio test test-fast test-spark lint typecheck typecheck-cdk bench fuzz layer synth dist release clean
 
 UV_VERSION := 0.13.9
 PIP_VERSION := 26.3
@@ -18,7 +18,7 @@ UV := $(VENV)/bin/uv pip install --quiet --python $(PY) --constraint constraints
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(UV) pip==$(PIP_VERSION) -e '.[dev,cdk]'
+	$(UV) pip==$(PIP_VERSION) -e '.[dev,deploy]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -106,20 +106,26 @@ layer: $(STAMP) tools
 synth: $(STAMP) tools layer
 	$(CDK_CLI) synth --app "$(PY) cdk/app.py"
 
-# A release's artifacts in dist/: the wheel and the sdist (s3slice, with the construct
-# library s3slice_cdk: pip install 's3slice[cdk]'), both layer zips named by version, Python
-# and architecture, and their SHA-256 sums (RELEASING.md).
+# The distributions, in seconds and without building a layer: the engine s3slice and the
+# construct library s3slice-cdk (cdk/, which carries the function's code), each a wheel
+# and an sdist, in dist/.
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' functions/s3slice/__init__.py)
 LAYER_PYTHON ?= 3.13
-dist: $(STAMP) tools
+dist: $(STAMP)
 	rm -rf dist && mkdir -p dist
 	$(VENV)/bin/uv build --quiet --out-dir dist
+	$(VENV)/bin/uv build --quiet --out-dir dist cdk
+
+# A release's artifacts (RELEASING.md): `dist`, then both layer zips named by version,
+# Python and architecture (minutes: the layer build), and the SHA-256 sums of everything.
+release: dist tools
 	for arch in arm64 x86_64; do \
 	  $(PY) layers/build.py --arch $$arch --python $(LAYER_PYTHON) --zip || exit 1; \
 	  cp layers/build/$$arch/layer.zip dist/s3slice-layer-$(VERSION)-python$(LAYER_PYTHON)-$$arch.zip; \
 	done
 	cd dist && sha256sum s3slice-$(VERSION)-py3-none-any.whl s3slice-$(VERSION).tar.gz \
+	  s3slice_cdk-$(VERSION)-py3-none-any.whl s3slice_cdk-$(VERSION).tar.gz \
 	  s3slice-layer-$(VERSION)-python$(LAYER_PYTHON)-*.zip > SHA256SUMS && cat SHA256SUMS
 
 clean:
-	rm -rf $(VENV) cdk/node_modules cdk.out layers/build
+	rm -rf $(VENV) cdk/node_modules cdk/build cdk.out layers/build

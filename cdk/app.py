@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from s3slice_cdk import SettingsError, build_app
-from s3slice_cdk.function import LayerNotBuiltError
+from s3slice_app import build_app
+from s3slice_cdk import LayerNotBuiltError, SettingsError
 
 
 def main() -> int:

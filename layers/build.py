@@ -8,12 +8,16 @@
 
 The entry point only: the build is the ``layerbuild`` package beside this file (one job
 per module; see its ``__init__``). Running this file puts ``layers/`` first on
-``sys.path``, which is where that package is found.
+``sys.path``, which is where that package is found; ``cdk/`` is added for the bytecode
+compiler the layer shares with the function's code asset (``s3slice_cdk.staging``).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "cdk"))
 
 from layerbuild.cli import main
 

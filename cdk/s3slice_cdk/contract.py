@@ -1,8 +1,8 @@
 """What the deployment takes from the function's own code: its contract, read by path.
 
 The function package is the one source of truth for the names it and its deployment must
-agree on: ``functions/s3slice/core/contract.py`` (output formats, the fields of a query and of
-the workflow's events, the partials folder) and ``functions/s3slice/core/errors.py`` (the error
+agree on: ``s3slice/core/contract.py`` (output formats, the fields of a query and of
+the workflow's events, the partials folder) and ``s3slice/core/errors.py`` (the error
 type names Step Functions retries and catches, read by ``service_errors``). Both import
 nothing but the standard library, so the CDK app loads them here by path, with
 :func:`load_function_module`: it needs neither polars nor the rest of the function
@@ -20,26 +20,32 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
+#: The repository, when this is a clone of it (``functions/``, ``layers/``, ``cdk.json``).
+REPO_DIR = Path(__file__).resolve().parents[2]
 #: The function's code in a clone of the repository (the ``s3slice`` package lives in it).
-REPO_FUNCTION_CODE_DIR = Path(__file__).resolve().parents[2] / "functions"
+REPO_FUNCTION_CODE_DIR = REPO_DIR / "functions"
+#: The function's code the ``s3slice-cdk`` distribution carries (``cdk/setup.py`` copies
+#: the release's ``functions/s3slice`` there; absent in a clone).
+CARRIED_FUNCTION_CODE_DIR = Path(__file__).resolve().parent / "function_code"
 
 
-def _function_package_dir() -> Path:
-    """The ``s3slice`` package: the repository's ``functions/s3slice`` in a clone, else the
-    installed package (found without importing it: the CDK app needs no polars)."""
-    if (REPO_FUNCTION_CODE_DIR / "s3slice" / "core" / "contract.py").is_file():
-        return REPO_FUNCTION_CODE_DIR / "s3slice"
-    spec = importlib.util.find_spec("s3slice")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("s3slice_cdk needs the s3slice package (pip install 's3slice[cdk]')")
-    return Path(next(iter(spec.submodule_search_locations))).resolve()
+def _function_code_dir() -> Path:
+    """The directory holding the ``s3slice`` package: the repository's ``functions/`` in
+    a clone, else the copy the installed distribution carries (found without importing
+    it: the constructs need no polars)."""
+    for code_dir in (REPO_FUNCTION_CODE_DIR, CARRIED_FUNCTION_CODE_DIR):
+        if (code_dir / "s3slice" / "core" / "contract.py").is_file():
+            return code_dir
+    raise ImportError(f"s3slice_cdk carries the function's code in {CARRIED_FUNCTION_CODE_DIR}"
+                      ", which is missing: install the s3slice-cdk wheel of a release (or "
+                      "build it with `uv build cdk`), not a copy of the cdk/ folder")
 
 
+#: The directory the function's code asset is staged from: it holds the ``s3slice``
+#: package and nothing else that ships.
+FUNCTION_CODE_DIR = _function_code_dir()
 #: The function package.
-FUNCTION_PACKAGE_DIR = _function_package_dir()
-#: The directory the function's code asset is staged from: ``functions/`` in a clone; for
-#: an installed package, the code asset module copies the package alone (``code_asset``).
-FUNCTION_CODE_DIR = FUNCTION_PACKAGE_DIR.parent
+FUNCTION_PACKAGE_DIR = FUNCTION_CODE_DIR / "s3slice"
 #: Whether this is a clone of the repository (the layer build and ``cdk.json`` are here).
 IN_REPOSITORY = FUNCTION_CODE_DIR == REPO_FUNCTION_CODE_DIR
 #: The names the function and the deployment agree on.

@@ -125,7 +125,7 @@ class ReadFunctionProps:
     #: (:func:`layer_zip_name`), for this ``architecture`` and ``python_version``.
     layer_dir: Path
     #: The directory the code asset is staged from (holds the ``s3slice`` package):
-    #: ``functions/`` in a clone, the installed package otherwise.
+    #: ``functions/`` in a clone, else the copy the s3slice-cdk distribution carries.
     code_dir: Path = FUNCTION_CODE_DIR
     #: ``S3SLICE_QUERY``: a default query for events that carry none (a pipeline's carry
     #: their own); none: no default.

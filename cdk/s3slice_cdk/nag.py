@@ -6,6 +6,9 @@ resources are acknowledged only when they are the ones this stack means to grant
 prefix, a service without resource-level permissions, a CDK-generated ARN pattern) and
 only for the actions expected with them; any other wildcard stays a finding and fails
 the check.
+
+These are the constructs' own; the repository's stack adds its review record with
+``s3slice_app.nag.add_suppressions``.
 """
 
 from __future__ import annotations
@@ -19,13 +22,9 @@ from typing import Any, Protocol
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
 from constructs import IConstruct, Node
 
-from .function import ReadFunction
 from .grants import BucketPrefix
-from .settings import StackSettings
 from .workflow import Workflow
 
 #: The singleton CDK adds for ``Custom::S3BucketNotifications``.
@@ -122,94 +121,13 @@ def acknowledge_wildcards(policy: iam.Policy, allowances: Sequence[WildcardAllow
                 done.add(resource)
 
 
-class ReviewedStack(Protocol):
-    """What ``add_suppressions`` reads of the stack (``S3SliceStack`` has it all); a
-    protocol, so that this module and ``stack.py`` do not import each other."""
-
-    @property
-    def node(self) -> Node: ...
-    def resolve(self, obj: Any) -> Any: ...
-    @property
-    def settings(self) -> StackSettings: ...
-    @property
-    def read_function(self) -> ReadFunction: ...
-    @property
-    def workflow(self) -> Workflow: ...
-    @property
-    def granted_object_locations(self) -> Sequence[BucketPrefix]: ...
-    @property
-    def partials_locations(self) -> Sequence[BucketPrefix]: ...
-    @property
-    def workflow_results_location(self) -> BucketPrefix: ...
-    @property
-    def access_logs_bucket(self) -> s3.Bucket | None: ...
-    @property
-    def owned_alarm_topic(self) -> sns.Topic | None: ...
-
-
 class _Resolves(Protocol):
     def resolve(self, obj: Any) -> Any: ...
 
 
-def _exact(stack: _Resolves, value: str) -> str:
+def exact(stack: _Resolves, value: str) -> str:
+    """A resolved ARN as a regular expression matching its cdk-nag rendering exactly."""
     return re.escape(nag_rendering(stack.resolve(value)))
-
-
-def add_suppressions(stack: ReviewedStack) -> list[Acknowledged]:
-    """Acknowledge the findings this design accepts; the reasons are the review record."""
-    log: list[Acknowledged] = []
-    reader = stack.read_function
-    settings = stack.settings
-
-    # --- the read function -----------------------------------------------------------
-    acknowledge(reader.function, "AwsSolutions-L1",
-                RUNTIME_REASON.format(version=settings.python_version), log)
-    prefix_objects = [
-        _exact(stack, location.objects_arn) for location in stack.granted_object_locations]
-    function_policy = reader.role.node.find_child("DefaultPolicy")
-    assert isinstance(function_policy, iam.Policy)
-    acknowledge_wildcards(function_policy, [
-        WildcardAllowance(
-            pattern="|".join(prefix_objects),
-            actions=frozenset({"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload",
-                               "s3:DeleteObject"}),
-            reason=PREFIX_REASON),
-        WildcardAllowance(
-            pattern="|".join(_exact(stack, location.objects_arn)
-                             for location in stack.partials_locations),
-            actions=frozenset({"s3:GetObject"}),
-            reason=PARTIALS_REASON),
-        WildcardAllowance(
-            pattern=r"\*",
-            actions=frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}),
-            reason=XRAY_REASON),
-    ], log)
-
-    # --- the workflow -------------------------------------------------------------------
-    acknowledge_workflow(stack.workflow, reader.function, stack.workflow_results_location,
-                         log, items=stack.partials_locations)
-
-    # --- CDK's S3 notifications handler (a singleton custom resource) ---------------------
-    acknowledge_notifications_handler(stack, log)
-
-    # --- the access-log bucket ------------------------------------------------------------
-    if stack.access_logs_bucket is not None:
-        acknowledge(
-            stack.access_logs_bucket, "AwsSolutions-S1",
-            "This bucket receives the data bucket's server access logs; logging the "
-            "access-log bucket into itself (or another bucket) would not add an audit "
-            "trail worth its cost.", log)
-
-    # --- the alarm topic the stack creates -------------------------------------------------
-    if stack.owned_alarm_topic is not None:
-        acknowledge(
-            stack.owned_alarm_topic, "AwsSolutions-SNS2",
-            "The alarm topic carries only CloudWatch alarm state changes (alarm name, "
-            "metric, threshold, state reason), never data from the buckets, and encrypting "
-            "it would need a customer managed KMS key whose policy lets CloudWatch use it, "
-            "a recurring cost for nothing confidential; it still refuses non-TLS "
-            "publishers.", log)
-    return log
 
 
 class _HasNode(Protocol):
@@ -253,7 +171,7 @@ def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
     assert isinstance(machine_policy, iam.Policy)
     acknowledge_wildcards(machine_policy, [
         WildcardAllowance(
-            pattern=_exact(stack, f"{function.function_arn}:*"),
+            pattern=exact(stack, f"{function.function_arn}:*"),
             actions=frozenset({"lambda:InvokeFunction"}),
             reason="CDK's LambdaInvoke grants invoking the function and its versions and "
                    "aliases (function ARN + ':*'); it is this one function only."),
@@ -268,13 +186,13 @@ def acknowledge_workflow(workflow: Workflow, function: lambda_.IFunction,
             reason="Step Functions logging to CloudWatch Logs (vended log delivery) and X-Ray "
                    "tracing: these actions support no resource-level permissions."),
         WildcardAllowance(
-            pattern=_exact(stack, results.objects_arn),
+            pattern=exact(stack, results.objects_arn),
             actions=frozenset({"s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts",
                                "s3:AbortMultipartUpload"}),
             reason="The Distributed Map's ResultWriter writes Map Run results under the "
                    "workflow results prefix only (bucket/prefix*)."),
         WildcardAllowance(
-            pattern="|".join(_exact(stack, location.objects_arn) for location in items),
+            pattern="|".join(exact(stack, location.objects_arn) for location in items),
             actions=frozenset({"s3:GetObject"}),
             reason="The table path's Distributed Map reads the data files a table's "
                    "planning step wrote as its items (<output>_partials/<run>/items.json), "

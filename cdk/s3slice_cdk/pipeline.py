@@ -18,20 +18,17 @@ pipeline of the stack watches or reads, or another pipeline's output.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Aspects, Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from . import grants
@@ -40,67 +37,23 @@ from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
 from .library_nag import PipelineFunctionAcknowledgments
 from .pipeline_ops import FunctionAlarms, notify, output, warn_unrouted
+from .pipeline_props import PipelineProps
 from .pipeline_workflow import PipelineWorkflowProps, add_workflow
 from .query_check import check_query
-from .settings import KEY_CHARACTERS, OUTPUT_FORMATS, QUERY_FIELDS, OutputFormat, SettingsError
+from .settings import KEY_CHARACTERS, OUTPUT_FORMATS, QUERY_FIELDS, SettingsError
 from .triggers import object_queues
+from .uploads import abort_incomplete_uploads
 from .workflow import Workflow
 
 #: The field of a message that carries its pipeline (``s3slice.entry.events.PIPELINE_FIELD``).
 PIPELINE_FIELD = "s3slice"
+__all__ = ["MAX_INPUT_TEMPLATE", "PIPELINE_FIELD", "Pipeline", "PipelineProps",
+           "PipelineWorkflowProps", "object_created_pattern"]
+
 #: EventBridge's limit on an input template's length.
 MAX_INPUT_TEMPLATE = 8192
 #: What EventBridge would read as a placeholder inside the input template.
 _PLACEHOLDER = re.compile(r"<[A-Za-z0-9_.$\[\]-]+>")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PipelineProps:
-    """What one pipeline watches, asks and writes. Every prop is keyword-only."""
-
-    #: The function that runs the query (shared with other pipelines or not).
-    function: ReadFunction
-    #: The bucket whose new objects feed the pipeline. Its EventBridge notifications are
-    #: switched on (``enable_event_bridge_notification``) unless ``enable_event_bridge``
-    #: is false.
-    source_bucket: s3.IBucket
-    #: Only objects under this prefix (a folder: ends with ``/``; ``""`` is the bucket).
-    source_prefix: str
-    #: Only keys ending with one of these (empty: any key under the prefix).
-    source_suffixes: Sequence[str] = ()
-    #: The query, as the function's JSON contract: ``{"sql": ...}`` or
-    #: ``{"columns": [...], "filter": ...}``; ``{}`` keeps every column and row.
-    query: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    #: Where the pipeline's results go (may be the source bucket).
-    output_bucket: s3.IBucket
-    #: Results go under this prefix (ends with ``/``), outside every watched prefix.
-    output_prefix: str
-    #: ``parquet``, ``csv`` or ``json``.
-    output_format: OutputFormat = "parquet"
-    #: A rule pattern of your own in place of the generated one (e.g. with more
-    #: conditions); it must match only ``Object Created`` events of objects under
-    #: ``source_bucket``/``source_prefix``, the only ones the function may read.
-    event_pattern: events.EventPattern | None = None
-    #: The bus the rule listens on (default: the account's default bus, where S3 sends).
-    event_bus: events.IEventBus | None = None
-    #: Switch on the source bucket's EventBridge notifications (a property of a bucket
-    #: this stack creates; CDK's notifications custom resource for an imported one).
-    enable_event_bridge: bool = True
-    #: Accounts that may own the buckets, besides the deploying one (``s3:ResourceAccount``).
-    bucket_accounts: Sequence[str] = ()
-    #: Keys of SSE-KMS buckets the pipeline reads or writes.
-    kms_keys: Sequence[kms.IKey] = ()
-    #: Receives of a message before it moves to the dead-letter queue.
-    max_receive_count: int = 3
-    #: Messages per invocation (above 10 needs ``max_batching_window``).
-    batch_size: int = 10
-    #: How long the event source gathers a batch.
-    max_batching_window: Duration = dataclasses.field(
-        default_factory=lambda: Duration.seconds(0))
-    #: The event source's MaximumConcurrency (2..1000).
-    max_concurrency: int = 10
-    #: Where the dead-letter alarm notifies (ALARM and OK); none: the alarm only.
-    alarm_topic: sns.ITopic | None = None
 
 
 class Pipeline(Construct):
@@ -131,6 +84,8 @@ class Pipeline(Construct):
             location(props.source_bucket, props.source_prefix, "watched", owner),
             location(props.output_bucket, props.output_prefix, "output", owner),
         ])
+        # A timed-out function's multipart upload: aborted by a rule, or flagged at synth.
+        abort_incomplete_uploads(self, props.output_bucket, props.output_prefix)
 
         function = props.function
         self.queue, self.dead_letter_queue = object_queues(
@@ -219,7 +174,7 @@ class Pipeline(Construct):
         with this pipeline's query and output as its defaults (``pipeline_workflow``)."""
         if self.workflow is not None:
             raise SettingsError(f"{self.node.path}: the workflow was added already")
-        self.workflow = add_workflow(self, props or PipelineWorkflowProps())
+        self.workflow = add_workflow(self, self, props or PipelineWorkflowProps())
         output(self, "StateMachineArn", self.workflow.state_machine.state_machine_arn,
                "its workflow's state machine (runs the query over the whole prefix)")
         return self.workflow

@@ -19,22 +19,37 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct, Node
 
 from . import grants
 from .contract import PARTIALS
 from .grants import KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
 from .guard import PipelineGuard, location
+from .library_nag import PipelineFunctionAcknowledgments
 from .nag import Acknowledged, acknowledge_workflow
 from .pipeline_ops import notify
+from .pipeline_props import PipelineProps
 from .settings import KEY_CHARACTERS, SettingsError, is_glue_table
 from .workflow import Workflow, WorkflowProps
 
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
+
+class PipelineParts(Protocol):
+    """What the workflow takes of its ``Pipeline`` (``pipeline`` imports this module, so
+    the pipeline is described here, not imported)."""
+
+    props: PipelineProps
+    watched: BucketPrefix
+    output: BucketPrefix
+    accounts: list[str]
+    acknowledgments: PipelineFunctionAcknowledgments
+    workflow_failures: cloudwatch.Alarm | None
+
+    @property
+    def node(self) -> Node: ...
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -64,8 +79,10 @@ class PipelineWorkflowProps:
     glue_tables: Sequence[str] = ()
 
 
-def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
-    """The workflow of ``pipeline`` (see the module docstring)."""
+def add_workflow(scope: Construct, pipeline: PipelineParts,
+                 props: PipelineWorkflowProps) -> Workflow:
+    """The workflow of ``pipeline`` (see the module docstring), made in ``scope`` (the
+    pipeline construct itself)."""
     p = pipeline.props
     owner = pipeline.node.path
     results_prefix = props.results_prefix or f"workflow-results/{pipeline.node.id}/"
@@ -74,12 +91,12 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
         raise SettingsError(f"{owner}: tolerated_failure_percentage must be 0..100")
     _check_tables(props, owner)
     results = BucketPrefix(bucket=p.output_bucket, prefix=results_prefix)
-    PipelineGuard.of(pipeline).register(
+    PipelineGuard.of(scope).register(
         [location(p.output_bucket, results_prefix, "output", owner),
          *(location(t.bucket, t.prefix, "read", owner) for t in props.table_locations)])
 
     function = p.function
-    workflow = Workflow(pipeline, "Workflow", props=WorkflowProps(
+    workflow = Workflow(scope, "Workflow", props=WorkflowProps(
         function=function.invoked,
         default_bucket_name=p.source_bucket.bucket_name,
         default_prefix=p.source_prefix,
@@ -93,6 +110,7 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
         tolerated_failure_percentage=props.tolerated_failure_percentage,
         log_retention_days=props.log_retention_days,
         timeout=props.timeout,
+        outputs=False,  # the pipeline's StateMachineArn output names it
     ))
     accounts = pipeline.accounts
     partials = [BucketPrefix(bucket=p.output_bucket, prefix=f"{p.output_prefix}{PARTIALS}/"),
@@ -105,7 +123,7 @@ def add_workflow(pipeline: Pipeline, props: PipelineWorkflowProps) -> Workflow:
         grants.grant_get_objects(function.function, tables, accounts=accounts)
         grants.grant_list(function.function, tables, accounts=accounts)
         pipeline.acknowledgments.locations.extend(tables)
-    grants.grant_glue_get_tables(function.function, Stack.of(pipeline), props.glue_tables)
+    grants.grant_glue_get_tables(function.function, Stack.of(scope), props.glue_tables)
     machine = workflow.state_machine
     grants.grant_list(machine, [pipeline.watched], accounts=accounts)
     grants.grant_get_objects(machine, partials, accounts=accounts)  # a table's items

@@ -26,9 +26,10 @@ _Checker = Callable[[Mapping[str, Any]], object]
 
 
 def _load() -> tuple[_Checker, type[Exception]]:
-    """The function's ``check_query`` and its error base, imported from the function
-    package the code asset is made of (the clone's ``functions/``, else the installed
-    one)."""
+    """The function's ``check_query`` and its error base (the public
+    ``s3slice.S3SliceError``), imported from the function package the code asset is made
+    of: the clone's ``functions/``, else the copy the distribution carries, put first on
+    ``sys.path`` unless that very package is already what ``s3slice`` imports."""
     if "s3slice" not in sys.modules:
         spec = importlib.util.find_spec("s3slice")
         found = (Path(next(iter(spec.submodule_search_locations))).resolve()
@@ -36,8 +37,8 @@ def _load() -> tuple[_Checker, type[Exception]]:
         if found != FUNCTION_PACKAGE_DIR and str(FUNCTION_CODE_DIR) not in sys.path:
             sys.path.insert(0, str(FUNCTION_CODE_DIR))
     check = importlib.import_module("s3slice.query.check")
-    errors = importlib.import_module("s3slice.core.errors")
-    return cast(_Checker, check.check_query), cast(type[Exception], errors.S3SliceError)
+    package = importlib.import_module("s3slice")
+    return cast(_Checker, check.check_query), cast(type[Exception], package.S3SliceError)
 
 
 def check_query(query: Mapping[str, Any], where: str) -> None:

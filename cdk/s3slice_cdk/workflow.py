@@ -69,6 +69,7 @@ from constructs import Construct
 
 from .contract import BATCH_INPUT_FIELDS, CHECK_FIELDS, REDUCE_FIELDS
 from .function import retention
+from .pipeline_ops import output
 from .query_check import check_query
 from .settings import OutputFormat
 from .workflow_states import (
@@ -152,6 +153,10 @@ class WorkflowProps:
     log_retention_days: int = 30
     #: An execution still running after this fails with ``States.Timeout``.
     timeout: Duration = dataclasses.field(default_factory=lambda: Duration.hours(24))
+    #: ``CfnOutput``s of its parts: ``StateMachineArn``, ``FunctionName`` (what its tasks
+    #: invoke) and ``LogGroupName``, under the construct. False when the composing
+    #: construct has outputs of its own (a ``Pipeline``'s workflow, the repository's stack).
+    outputs: bool = True
 
 
 class Workflow(Construct):
@@ -167,6 +172,8 @@ class Workflow(Construct):
     ``distributed_map``, ``task`` (a batch), ``count_batches``, ``reduce``; the table
     path's ``source`` (the ``Choice`` between the paths), ``plan_table``,
     ``table_tolerance``, ``table_no_failed_batches``, ``table_map`` and ``table_task``.
+    Outputs (unless ``outputs`` is false): ``StateMachineArn``, ``FunctionName`` and
+    ``LogGroupName``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, props: WorkflowProps) -> None:
@@ -280,6 +287,13 @@ class Workflow(Construct):
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL,
                                 include_execution_data=False),
         )
+        if props.outputs:
+            output(self, "StateMachineArn", self.state_machine.state_machine_arn,
+                   "the state machine (start an execution to run the query over a prefix)")
+            output(self, "FunctionName", props.function.function_name,
+                   "the function its tasks invoke")
+            output(self, "LogGroupName", self.log_group.log_group_name,
+                   "the state machine's execution log")
         # Counting the batches: DescribeMapRun on this state machine's own Map Runs. In the
         # policy CDK attaches for the Distributed Map (the state machine's default policy
         # cannot name the state machine without a dependency cycle).

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """An app of your own with two s3slice pipelines sharing one function.
 
-    pip install 's3slice[cdk]'
-    cdk synth --context layer=s3slice-layer-0.1.0-python3.13-arm64.zip
+    pip install ./s3slice_cdk-0.1.0-py3-none-any.whl   # a release's construct library
+    cdk synth --context layer=./s3slice-layer-0.1.0-python3.13-arm64.zip
 
-``layer`` is a release's layer zip (or a layer directory built with
-``python layers/build.py --arch arm64`` in a clone). The buckets are yours and already
+Both files are a release's assets (no package index has them yet); the wheel brings the
+constructs and the function's code, without polars or pyarrow. ``layer`` is the release's
+layer zip for the function's architecture and Python (or, in a clone, a layer directory
+built with ``python layers/build.py --arch arm64``). The buckets are yours and already
 exist; S3 sends their events to EventBridge once deployed (the pipelines switch it on).
 The stack's id and every name in it are this app's, not s3slice's.
 """

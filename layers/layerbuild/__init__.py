@@ -12,8 +12,9 @@ needs is in the layer or in the runtime's base system, and every symbol it needs
 defined in its lookup scope (``check``, ``elf``); measure the unzipped size (``report``) and write
 ``<out>/layer-size.json`` (``pipeline``, ``output``).
 
-``code_asset`` stages the function's code asset with the same bytecode compiler (for the
-CDK app at synth, and for the benchmark), sources kept.
+The bytecode compiler is the construct library's (``cdk/s3slice_cdk/staging``, standard
+library only), which stages the function's code asset with it at synth: ``layers/build.py``
+puts ``cdk/`` on ``sys.path`` for it.
 
 One job per module; the modules import each other without cycles, and this file imports
 none of them.

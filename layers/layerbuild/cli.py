@@ -24,6 +24,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from s3slice_cdk.staging.bytecode import CompilerError
+
 from .errors import BuildError
 from .layout import REQUIREMENTS, ZIP_NAME, default_wheel_cache
 from .pipeline import BuildOptions, build
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise BuildError(f"smoke check with {checker} failed:\n"
                                  + result.stdout + result.stderr)
             print(result.stdout.strip().splitlines()[-1])
-    except BuildError as e:
+    except (BuildError, CompilerError) as e:
         print(f"layers/build.py: error: {e}", file=sys.stderr)
         return 1
     return 0

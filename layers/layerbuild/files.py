@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
-import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
+from s3slice_cdk.staging.bytecode import iter_files
 
-def iter_files(root: Path, *, skip_dirs: Iterable[str] = ()) -> Iterator[Path]:
-    """Regular files under ``root`` (symlinks are not followed), in a stable order; no
-    directory whose name matches a ``skip_dirs`` pattern (``fnmatch``, case-sensitive) is
-    entered."""
-    skip = tuple(skip_dirs)
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames
-                             if not any(fnmatch.fnmatchcase(d, p) for p in skip))
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if path.is_file() and not path.is_symlink():
-                yield path
+__all__ = ["iter_files", "mib", "path_size", "remove", "tree_size"]
 
 
 def tree_size(root: Path, *, skip_dirs: Iterable[str] = ()) -> tuple[int, int]:

@@ -1,5 +1,6 @@
 """The reuse rule: a build is reused only when everything that decides its content is
-unchanged: the pins, the target, the bytecode compiler, and every file of this package."""
+unchanged: the pins, the target, the bytecode compiler, every file of this package and
+the compiling code it shares with the construct library (``s3slice_cdk.staging.bytecode``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+
+from s3slice_cdk.staging import bytecode as shared_bytecode
 
 from .files import iter_files
 from .layout import PACKAGE_DIR
@@ -38,6 +41,7 @@ def fingerprint(target: Target, requirements: Path, strip: bool, compiler: str, 
         data = path.read_bytes()
         h.update(b"%d:%s%d:" % (len(rel), rel, len(data)))
         h.update(data)
+    h.update(Path(shared_bytecode.__file__).read_bytes())  # how the layer is compiled
     if target.native:
         h.update(sys.version.encode())
     return h.hexdigest()

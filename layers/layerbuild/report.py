@@ -3,16 +3,25 @@ Lambda's unzipped limit, and its summary for the terminal."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from .code_asset import function_code_size
-from .files import iter_files, mib
+from s3slice_cdk.staging.code_asset import stage_code
+
+from .files import iter_files, mib, tree_size
 from .layout import FUNCTION_DIR, REPO_DIR, ZIP_NAME
 from .pins import installed_distributions, normalize
 
 #: Lambda's limit for the function code plus all its layers, unzipped (250 MiB).
 LAMBDA_UNZIPPED_LIMIT = 262_144_000
+
+
+def function_code_size(python: str) -> int:
+    """Bytes of the function's code asset for Python ``python``, as Lambda counts them
+    (unzipped): ``functions/`` staged, with its bytecode, as the constructs stage it."""
+    with tempfile.TemporaryDirectory(prefix="s3slice-code-") as tmp:
+        return tree_size(stage_code(FUNCTION_DIR.parent, Path(tmp), python).path)[0]
 
 
 def owners(site: Path) -> dict[str, str]:

@@ -4,11 +4,12 @@ interpreter of the layer's Python, and finding that interpreter."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from s3slice_cdk.staging.bytecode import find_python
 
 from .errors import BuildError
 from .layout import SMOKE_CHECK
@@ -28,30 +29,6 @@ def run_smoke_check(site: Path, python: str = sys.executable, *,
             [python, "-I", "-S", "-B", str(SMOKE_CHECK), str(site), str(max(timeout - 30, 1))],
             cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
             env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"})
-
-
-def find_python(version: str) -> str | None:
-    """A CPython ``version`` interpreter for this machine: ``pythonX.Y`` on PATH, or one
-    installed by pyenv (whose shims only answer for the selected versions)."""
-    candidates: list[str] = []
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
-        candidates.append(sys.executable)
-    on_path = shutil.which(f"python{version}")
-    if on_path:
-        candidates.append(on_path)
-    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    candidates += sorted((str(p) for p in pyenv.glob(f"versions/{version}*/bin/python{version}")),
-                         reverse=True)
-    for exe in candidates:
-        try:
-            r = subprocess.run([exe, "-I", "-S", "-c",
-                                "import sys; print('%d.%d' % sys.version_info[:2])"],
-                               capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if r.returncode == 0 and r.stdout.strip() == version:
-            return exe
-    return None
 
 
 def checker_for(target: Target) -> str:

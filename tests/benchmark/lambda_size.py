@@ -18,7 +18,7 @@ s3slice's handler runs with the packages of its Lambda layer only (``python -S -
 ``sys.path`` = the function code, ``layers/build/native/python``, the repository for the
 worker module), as Lambda runs it: the venv has numpy, which pyarrow imports whenever it
 can (``--service-packages venv`` for the venv). The function code is staged as the CDK
-stages the function's code asset (``layers/layerbuild/code_asset.py``: the sources with
+stages the function's code asset (``cdk/s3slice_cdk/staging/code_asset.py``: the sources with
 their bytecode, compiled for this interpreter; ``--service-code-asset sources`` for the
 sources alone, as the asset was before it shipped bytecode). The peers run from the venv.
 
@@ -199,9 +199,12 @@ def interpreter_for(approach: str) -> Interpreter:
 
 def stage_service(functions_dir: str) -> tuple[str, str]:
     """s3slice's code as the CDK stages the function's code asset (the same function:
-    ``layers.layerbuild.code_asset.stage_code``), for this interpreter's Python, with the
+    ``s3slice_cdk.staging.code_asset.stage_code``), for this interpreter's Python, with the
     file names it has where it is staged; the directory and what it holds."""
-    from layers.layerbuild.code_asset import stage_code
+    cdk_dir = str(Path(__file__).resolve().parents[2] / "cdk")
+    if cdk_dir not in sys.path:
+        sys.path.append(cdk_dir)  # the construct library's staging (standard library only)
+    from s3slice_cdk.staging.code_asset import stage_code
 
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     staged = stage_code(Path(functions_dir), WORK / "code-asset", python, loaded_from=None)
@@ -987,7 +990,7 @@ def main(argv: list[str] | None = None) -> int:
         service_run_dir, held = stage_service(service_run_dir)
         meta["service_code"] += (
             f", staged as the CDK stages the function's code asset "
-            f"(layers/layerbuild/code_asset.py; {held}) in {service_run_dir}"
+            f"(cdk/s3slice_cdk/staging/code_asset.py; {held}) in {service_run_dir}"
         )
     else:
         meta["service_code"] += (

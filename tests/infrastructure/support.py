@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
-    from s3slice_cdk import S3SliceStack
+    from s3slice_app import S3SliceStack
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 CDK_DIR = REPO_DIR / "cdk"
@@ -53,7 +53,7 @@ def synthesize(context: Mapping[str, Any], outdir: Path) -> Synthesized:
     """Build the app with cdk.json's context plus ``context`` and synthesize it once."""
     from aws_cdk.assertions import Template
 
-    from s3slice_cdk import build_app, cdk_json_context
+    from s3slice_app import build_app, cdk_json_context
 
     # cdk-nag runs separately (test_nag.py) so that its report can be read in full.
     app, stack = build_app({**cdk_json_context(), "nag": False, **context},
@@ -110,7 +110,7 @@ def bare_stack() -> cdk.Stack:
     """An empty, environment-agnostic stack (with cdk.json's feature flags) for one construct."""
     import aws_cdk as cdk
 
-    from s3slice_cdk import cdk_json_context
+    from s3slice_app import cdk_json_context
 
     return cdk.Stack(cdk.App(context=cdk_json_context()), "Bare")
 

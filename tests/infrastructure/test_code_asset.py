@@ -25,11 +25,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk.assertions import Annotations, Match, Template
 
-from layers.layerbuild.bytecode import UNCHECKED_HASH_FLAGS, find_compiler
-from layers.layerbuild.code_asset import LAMBDA_TASK_ROOT, stage_code
 from s3slice_cdk.code_asset import NO_BYTECODE_WARNING, function_code
+from s3slice_cdk.contract import FUNCTION_CODE_DIR
 from s3slice_cdk.function import HANDLER, ReadFunction, ReadFunctionProps
-from s3slice_cdk.settings import FUNCTION_CODE_DIR
+from s3slice_cdk.staging.bytecode import UNCHECKED_HASH_FLAGS, find_compiler
+from s3slice_cdk.staging.code_asset import LAMBDA_TASK_ROOT, stage_code
 from tests.infrastructure.support import Synthesized, bare_stack
 
 pytestmark = pytest.mark.infrastructure
@@ -195,7 +195,7 @@ def test_without_an_interpreter_of_the_runtime_synth_ships_sources_and_warns(
         monkeypatch: pytest.MonkeyPatch, stand_in_layer: Path, tmp_path: Path) -> None:
     """No CPython 3.13 here: the stack still synthesizes; the asset is the sources as
     before, and a warning says that cold starts will compile them and what to install."""
-    monkeypatch.setattr("layerbuild.bytecode.find_python", lambda version: None)
+    monkeypatch.setattr("s3slice_cdk.staging.bytecode.find_python", lambda version: None)
     stack = bare_stack()
     reader = ReadFunction(stack, "Reader", props=ReadFunctionProps(
         code_dir=FUNCTION_CODE_DIR, layer_dir=stand_in_layer, query={},

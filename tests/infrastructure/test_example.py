@@ -146,7 +146,7 @@ def test_the_readmes_library_example_synthesizes(tmp_path: Path, stand_in_layer:
     from aws_cdk.assertions import Template
 
     text = (CDK_DIR / "README.md").read_text()
-    section = text[text.index("### The construct library"):]
+    section = text[text.index("## A first app"):]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None
     layer = re.search(r'layer_dir=Path\("([^"]+)"\)', code[1])

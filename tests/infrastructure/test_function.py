@@ -10,6 +10,7 @@ import pytest
 from aws_cdk import Stack
 from aws_cdk.assertions import Match, Template
 
+from s3slice_cdk.contract import FUNCTION_CODE_DIR
 from s3slice_cdk.function import (
     HANDLER,
     LayerNotBuiltError,
@@ -18,7 +19,6 @@ from s3slice_cdk.function import (
     check_layer_dir,
     function_environment,
 )
-from s3slice_cdk.settings import FUNCTION_CODE_DIR
 from tests.infrastructure.support import bare_stack
 
 pytestmark = pytest.mark.infrastructure

@@ -48,7 +48,6 @@ from layers.layerbuild.bytecode import (
     find_compiler,
 )
 from layers.layerbuild.check import FORBIDDEN, REQUIRED, present, source_name, trimmed_by
-from layers.layerbuild.code_asset import function_code_size
 from layers.layerbuild.elf import (
     check_elf_closure,
     drop_needed,
@@ -68,8 +67,10 @@ from layers.layerbuild.layout import (
     default_wheel_cache,
 )
 from layers.layerbuild.pins import check_closure, installed_distributions, normalize, read_pins
+from layers.layerbuild.report import function_code_size
 from layers.layerbuild.smoke import find_python, run_smoke_check
 from layers.layerbuild.target import Target
+from s3slice_cdk.staging.bytecode import CompilerError
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_PY = REPO / "layers" / "build.py"
@@ -404,9 +405,9 @@ def test_native_layer_ships_bytecode_for_this_python(native_layer: Built) -> Non
 def test_no_layer_without_bytecode_for_its_python(tmp_path: Path) -> None:
     """With no CPython of the target's version on this machine, the build stops before it
     starts, saying what to install; it never ships a layer without bytecode."""
-    with pytest.raises(BuildError, match=(r"CPython 3\.99 .*python3\.99 on PATH and "
-                                          r"~/\.pyenv/versions/3\.99\*/bin/python3\.99.*"
-                                          r"pyenv install 3\.99")):
+    with pytest.raises(CompilerError, match=(r"CPython 3\.99 .*python3\.99 on PATH and "
+                                             r"~/\.pyenv/versions/3\.99\*/bin/python3\.99.*"
+                                             r"pyenv install 3\.99")):
         find_compiler("3.99")
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(BUILD_PY), "--arch", "arm64", "--python", "3.99",

@@ -15,9 +15,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Annotations, Match
 from cdk_nag import AwsSolutionsChecks
 
+from s3slice_cdk.contract import FUNCTION_CODE_DIR
 from s3slice_cdk.function import ReadFunction, ReadFunctionProps
 from s3slice_cdk.nag import Acknowledged, WildcardAllowance, acknowledge_wildcards
-from s3slice_cdk.settings import FUNCTION_CODE_DIR
 from tests.infrastructure.support import Synthesized, bare_stack
 
 pytestmark = pytest.mark.infrastructure

@@ -22,6 +22,7 @@ from cfnlint.api import ManualArgs, lint
 from s3slice.core.model import ObjectRef
 from s3slice.entry import events as function_events
 from s3slice.entry.config import refuse_unwatched
+from s3slice_app import build_app, cdk_json_context
 from s3slice_cdk import (
     FunctionSettings,
     Pipeline,
@@ -31,8 +32,6 @@ from s3slice_cdk import (
     ReadFunction,
     ReadFunctionProps,
     SettingsError,
-    build_app,
-    cdk_json_context,
 )
 from s3slice_cdk.function import HANDLER
 from s3slice_cdk.pipeline import PIPELINE_FIELD
@@ -381,8 +380,6 @@ def test_three_pipelines_pass_cdk_nag_with_the_existing_acknowledgments(
                                             RUNTIME_REASON.format(version="3.13")}
     assert len(handler) == 2
     # The workflow's, word for word those of the repository's stack.
-    from s3slice_cdk import build_app
-
     _, app_stack = build_app({**cdk_json_context(), "nag": False,
                               "layerDir": str(stand_in_layer)})
     assert workflow <= {a.reason for a in app_stack.nag_acknowledgments}

@@ -47,14 +47,21 @@ def test_the_version_is_defined_once() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", s3slice.__version__)
 
 
-def test_every_package_is_in_the_wheel() -> None:
-    """Packages are found under three roots: the function, the constructs, the layer build."""
+def test_every_package_is_in_its_wheel() -> None:
+    """The engine's wheel is the function's packages; the construct library is its own
+    distribution (cdk/pyproject.toml) whose dependencies are the CDK's and sqlglot's,
+    never the engine's (test_wheel.py builds and installs both)."""
     find = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
-    assert find["where"] == ["functions", "cdk", "layers"]
-    assert set(find["include"]) == {"s3slice", "s3slice.*", "s3slice_cdk", "layerbuild"}
-    assert (REPO_DIR / "cdk" / "s3slice_cdk" / "__init__.py").is_file()
-    assert (REPO_DIR / "layers" / "layerbuild" / "code_asset.py").is_file()
-    assert PYPROJECT["project"]["optional-dependencies"]["cdk"]
+    assert find["where"] == ["functions"]
+    assert set(find["include"]) == {"s3slice", "s3slice.*"}
+    assert "cdk" not in PYPROJECT["project"]["optional-dependencies"]
+    constructs = tomllib.loads((REPO_DIR / "cdk" / "pyproject.toml").read_text())
+    assert constructs["project"]["name"] == "s3slice-cdk"
+    assert constructs["project"]["dynamic"] == ["version"]
+    requires = {re.split(r"[<>=\[ ]", r)[0] for r in constructs["project"]["dependencies"]}
+    assert requires == {"aws-cdk-lib", "constructs", "cdk-nag", "sqlglot"}
+    find = constructs["tool"]["setuptools"]["packages"]["find"]
+    assert set(find["include"]) == {"s3slice_cdk", "s3slice_cdk.*"}
 
 
 def test_project_urls_and_classifiers() -> None:
@@ -78,14 +85,20 @@ def test_the_changelog_keeps_a_changelog() -> None:
     assert sections <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
 
 
-def test_releasing_is_a_few_lines_and_make_dist_exists() -> None:
+def test_releasing_is_a_few_lines_and_make_release_exists() -> None:
+    """``make dist`` builds the two distributions without a layer; ``make release`` adds
+    the layer zips and the sums."""
     lines = (REPO_DIR / "RELEASING.md").read_text().splitlines()
     assert len(lines) <= 20
-    assert any("make dist" in line for line in lines)
+    assert any("make release" in line for line in lines)
     makefile = (REPO_DIR / "Makefile").read_text()
-    assert re.search(r"^\.PHONY:.* dist( |$)", makefile, re.MULTILINE)
-    assert re.search(r"^dist:", makefile, re.MULTILINE)
-    assert "SHA256SUMS" in makefile and "--arch $$arch" in makefile
+    for target in ("dist", "release"):
+        assert re.search(rf"^\.PHONY:.* {target}( |$)", makefile, re.MULTILINE)
+    dist = re.search(r"^dist:.*?(?=^\S)", makefile, re.MULTILINE | re.DOTALL)
+    assert dist and "layers/build.py" not in dist[0]
+    assert "build --quiet --out-dir dist cdk" in dist[0]
+    release = re.search(r"^release: dist.*?(?=^\S)", makefile, re.MULTILINE | re.DOTALL)
+    assert release and "SHA256SUMS" in release[0] and "--arch $$arch" in release[0]
 
 
 PROPS = [s3slice_cdk.ReadFunctionProps, s3slice_cdk.PipelineProps,

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from s3slice_cdk.settings import REPO_DIR, SettingsError, StackSettings
+from s3slice_app.settings import StackSettings
+from s3slice_cdk.contract import REPO_DIR
+from s3slice_cdk.settings import SettingsError
 
 pytestmark = pytest.mark.infrastructure
 

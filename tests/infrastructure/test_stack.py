@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from s3slice_cdk import NAG_OFF_WARNING, build_app, cdk_json_context
+from s3slice_app import NAG_OFF_WARNING, build_app, cdk_json_context
 from s3slice_cdk.function import LayerNotBuiltError
 from s3slice_cdk.settings import SettingsError
 from tests.infrastructure.support import (
@@ -606,6 +606,10 @@ def test_data_bucket_expires_noncurrent_versions(default_stack: Synthesized) -> 
         "NoncurrentVersionExpiration": {"NoncurrentDays": 30},
         "ExpiredObjectDeleteMarker": True,
         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+        "Status": "Enabled"}, {
+        # a timed-out function's upload under the output prefix (s3slice_cdk.uploads)
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+        "Prefix": "results/",
         "Status": "Enabled"}]}
 
 
@@ -641,7 +645,8 @@ def test_variant_settings_reach_the_template(stand_in_layer: Path, tmp_path: Pat
         "Protocol": "email", "Endpoint": "ops@acme.example",
         "TopicArn": {"Ref": synth.logical_id(stack.owned_alarm_topic)}})
     template.has_resource_properties("AWS::S3::Bucket", {"LifecycleConfiguration": {
-        "Rules": [Match.object_like({"NoncurrentVersionExpiration": {"NoncurrentDays": 7}})]}})
+        "Rules": Match.array_with([
+            Match.object_like({"NoncurrentVersionExpiration": {"NoncurrentDays": 7}})])}})
     assert not [w for w in warnings(synth) if "no subscriber" in w]
 
 

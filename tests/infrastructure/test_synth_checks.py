@@ -204,7 +204,7 @@ def test_function_props_at_lambdas_bounds_synthesize(stand_in_layer: Path,
 
 
 def test_the_apps_timeout_must_outlast_the_functions_margin() -> None:
-    from s3slice_cdk.settings import StackSettings
+    from s3slice_app.settings import StackSettings
     with pytest.raises(SettingsError, match="timeoutSeconds: must be between 4 and 900"):
         StackSettings(timeout_seconds=3)
     assert StackSettings(timeout_seconds=4).timeout_seconds == 4
@@ -290,3 +290,23 @@ def test_each_pipeline_outputs_its_parts(stand_in_layer: Path) -> None:
         "its workflow's state machine (runs the query over the whole prefix)": stack.resolve(
             made.workflow.state_machine.state_machine_arn),
     }
+
+
+def test_a_standalone_workflow_outputs_its_parts() -> None:
+    """A ``Workflow`` of its own has outputs for its state machine, function and log; the
+    composing constructs that name them already turn them off."""
+    from tests.infrastructure.test_workflow import build
+
+    workflow, template = build()
+    stack = cdk.Stack.of(workflow)
+    outputs = template.find_outputs("*")
+    mine = {o["Description"].split(": ", 1)[1]: o["Value"] for o in outputs.values()
+            if o.get("Description", "").startswith(f"s3slice {workflow.node.path}:")}
+    assert mine == {
+        "the state machine (start an execution to run the query over a prefix)":
+            stack.resolve(workflow.state_machine.state_machine_arn),
+        "the function its tasks invoke": "s3slice",  # the name in build()'s function ARN
+        "the state machine's execution log": stack.resolve(workflow.log_group.log_group_name),
+    }
+    _, quiet = build(outputs=False)
+    assert quiet.find_outputs("*") == {}

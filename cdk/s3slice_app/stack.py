@@ -11,17 +11,25 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from . import grants
-from .alarms import Alarms, AlarmsProps, AlarmTopic
-from .contract import PARTIALS
-from .function import ReadFunction, ReadFunctionProps
-from .grants import KMS_READ_ACTIONS, KMS_WRITE_ACTIONS, RESULT_WRITER_ACTIONS, BucketPrefix
-from .guard import PipelineGuard
-from .guard import location as guard_location
-from .nag import Acknowledged, add_suppressions
-from .settings import FUNCTION_CODE_DIR, StackSettings
-from .triggers import Triggers, TriggersProps
-from .workflow import Workflow, WorkflowProps
+from s3slice_cdk import grants
+from s3slice_cdk.alarms import Alarms, AlarmsProps, AlarmTopic
+from s3slice_cdk.contract import FUNCTION_CODE_DIR, PARTIALS
+from s3slice_cdk.function import ReadFunction, ReadFunctionProps
+from s3slice_cdk.grants import (
+    KMS_READ_ACTIONS,
+    KMS_WRITE_ACTIONS,
+    RESULT_WRITER_ACTIONS,
+    BucketPrefix,
+)
+from s3slice_cdk.guard import PipelineGuard
+from s3slice_cdk.guard import location as guard_location
+from s3slice_cdk.nag import Acknowledged
+from s3slice_cdk.triggers import Triggers, TriggersProps
+from s3slice_cdk.uploads import abort_incomplete_uploads
+from s3slice_cdk.workflow import Workflow, WorkflowProps
+
+from .nag import add_suppressions
+from .settings import StackSettings
 
 
 class S3SliceStack(Stack):
@@ -107,6 +115,8 @@ class S3SliceStack(Stack):
                     for location in settings.read_locations]
         watched = readable[0]
         output = BucketPrefix(bucket=self.output_bucket, prefix=settings.output_prefix)
+        # A timed-out function's multipart upload: aborted by a rule, or flagged at synth.
+        abort_incomplete_uploads(self, self.output_bucket, settings.output_prefix)
         results = BucketPrefix(bucket=self.output_bucket,
                                prefix=settings.workflow_results_prefix)
         #: Where the function may get objects, then where it may put them.
@@ -192,6 +202,7 @@ class S3SliceStack(Stack):
             tolerated_failure_percentage=settings.workflow_tolerated_failure_percentage,
             log_retention_days=settings.log_retention_days,
             timeout=Duration.hours(settings.workflow_timeout_hours),
+            outputs=False,  # the stack's own outputs below
         ))
         state_machine = self.workflow.state_machine
         grants.grant_list(state_machine, readable, accounts=accounts)

@@ -1,18 +1,19 @@
-"""The function's code asset, staged: a copy of ``functions/`` with every module's bytecode.
+"""The function's code asset, staged: a copy of its code with every module's bytecode.
 
 Lambda extracts the code asset into ``/var/task``, which is read-only: without bytecode in
 the asset, every cold start compiles each of the function's modules from source (about
 0.15 CPU s for s3slice's 65), and that CPU is billed. :func:`stage_code` copies the code
 (what ``EXCLUDED`` leaves) and compiles every source with a CPython of the runtime's version
 into ``__pycache__/<name>.<cache_tag>.pyc``, ``unchecked-hash``, by ``bytecode``'s
-``compileall`` call (the layer's). The sources stay: the asset is small, and tracebacks
+``compileall`` call (the layer build's too). The sources stay: the asset is small, and tracebacks
 show their lines (the file names compiled in are ``/var/task/...``, where Lambda loads the
 code from).
 
-The CDK app stages the asset with it at synth, and the benchmark stages the code it runs
-with it, so that it measures what is deployed. The same inputs make the same files
-(``compileall`` is deterministic), in a directory named by their digest: a later call
-with the same inputs reuses it, and concurrent calls never write into the same one.
+The construct library stages the asset with it at synth; the layer build (its size
+report) and the benchmark stage the code with it, so that they measure what is deployed.
+The same inputs make the same files (``compileall`` is deterministic), in a directory
+named by their digest: a later call with the same inputs reuses it, and concurrent calls
+never write into the same one.
 
 Without an interpreter of the runtime's version here, the asset is staged with its
 sources only and ``StagedCode.without_bytecode`` says why (the CDK app warns).
@@ -29,10 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .bytecode import Compiler, compile_sources, find_compiler
-from .errors import BuildError
-from .files import iter_files, tree_size
-from .layout import FUNCTION_DIR
+from .bytecode import Compiler, CompilerError, compile_sources, find_compiler, iter_files
 
 #: Where Lambda puts the function's code asset (``LAMBDA_TASK_ROOT``, on ``sys.path``).
 LAMBDA_TASK_ROOT = "/var/task"
@@ -84,7 +82,7 @@ def stage_code(source: Path, build_root: Path, python: str, *,
     try:
         compiler: Compiler | None = find_compiler(python)
         why_not = None
-    except BuildError as e:
+    except CompilerError as e:
         compiler, why_not = None, str(e)
     files = shipped_files(source)
     digest = hashlib.sha256()
@@ -137,9 +135,3 @@ def _remove_unused(build_root: Path, *, keep: Path) -> None:
             if unused:
                 shutil.rmtree(path, ignore_errors=True)
 
-
-def function_code_size(python: str) -> int:
-    """Bytes of the function's code asset for Python ``python``, as Lambda counts them
-    (unzipped): ``functions/`` staged, with its bytecode."""
-    with tempfile.TemporaryDirectory(prefix="s3slice-code-") as tmp:
-        return tree_size(stage_code(FUNCTION_DIR.parent, Path(tmp), python).path)[0]
