@@ -13,7 +13,7 @@ Started by :mod:`tests.benchmark.lambda_size` inside a memory + CPU limited cgro
 Only the standard library is imported before init starts; each approach imports its own
 packages inside its setup. s3slice's handler runs, by default, as Lambda runs it: with
 ``-S -B -P`` and ``sys.path`` = the function code, its layer (no numpy there) and the
-repository for this module (see ``lambda_size.layer_interpreter``); the peers run from the
+repository for this module (see ``lambda_python.layer_interpreter``); the peers run from the
 venv. The record says whether numpy was imported and what ``sys.path`` was. CPU is
 ``getrusage(RUSAGE_SELF)`` user + sys (every thread), taken at each phase boundary. The
 record is rewritten after every phase, so a run killed by the OOM killer still says how far
