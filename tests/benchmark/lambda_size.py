@@ -41,13 +41,14 @@ from types import FrameType
 from typing import Any
 
 from . import copy_object, cpu_breakdown, lambda_python, report, selfcheck, substrate
-from .cases import cases, data_dir, ensure_data
+from .cases import cases
 from .common import (
     REPO,
     RESULTS,
     WORK,
     snapshot_service,
 )
+from .datasets import data_dir, ensure_data
 from .lambda_jobs import (
     DUCKDB_MEMORY_FRACTION,
     OUT_PREFIX,

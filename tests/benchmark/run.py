@@ -28,8 +28,9 @@ from typing import Any
 
 from . import report, selfcheck, substrate
 from .approaches import APPROACHES, PEERS, SERVICE
-from .cases import CASE_NAMES, Case, cases, data_dir, ensure_data, query_to_json
+from .cases import CASE_NAMES, Case, cases, query_to_json
 from .common import BUCKET, REPO, RESULTS, WORK, client_env
+from .datasets import data_dir, ensure_data
 from .metrics import Counters
 from .verify import Summary, compare, oracle
 
