@@ -41,6 +41,7 @@ from types import FrameType
 from typing import Any
 
 from . import copy_object, cpu_breakdown, lambda_python, report, selfcheck, substrate
+from .case_run import slug
 from .cases import cases
 from .common import (
     REPO,
@@ -70,7 +71,7 @@ from .lambda_python import (
 )
 from .lambda_report import write
 from .lambda_worker import APPROACHES
-from .run import ensure_bucket, slug, upload
+from .run import ensure_bucket, upload
 
 DEFAULT_SIZES = [512, 1024, 1769, 3008]
 # `full` (every column, every row) is not a headline: for a user it is S3 CopyObject, and

@@ -44,12 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from . import lambda_jobs, lambda_python, report, selfcheck, substrate
+from .case_run import slug
 from .cases import cases
 from .common import BIN, BUCKET, REPO, RESULTS, WORK, free_port
 from .datasets import data_dir, ensure_data
 from .lambda_python import _f as _fmt  # one formatter for both reports
 from .metrics import snapshot
-from .run import ensure_bucket, slug, upload
+from .run import ensure_bucket, upload
 
 APPROACH = "polars collect+write"
 JUDGE_DIR = REPO.parent / "shared" / "bench"
