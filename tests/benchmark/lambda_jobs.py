@@ -88,7 +88,7 @@ def check_and_delete_outputs(
 def expected_rows(case: Case, path: Path) -> int:
     import polars as pl
 
-    from .approaches import polars_query
+    from .translate import polars_query
 
     lf = pl.scan_csv(path) if case.format == "csv" else pl.scan_parquet(path)
     return int(polars_query(lf, case.query).select(pl.len()).collect().item())
