@@ -14,15 +14,12 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from s3slice import FOOTER_CACHE
-from s3slice.entry import dispatch as _entry
 from tests import malformed
-from tests.support import EVENTS, S3Env
+from tests.support import EVENTS, S3Env, forget_warm_state
 
 DATA, RESULTS = "lost-data", "lost-results"
 GOOD = pa.table({"id": pa.array(range(1_000), pa.int64()),
                  "v": pa.array([float(i % 97) for i in range(1_000)])})
-
 
 
 def load(name: str) -> Any:
@@ -39,10 +36,9 @@ def open_lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     monkeypatch.setenv("S3SLICE_QUERY", json.dumps({"columns": ["id", "v"]}))
     monkeypatch.setenv("S3SLICE_OUTPUT_URI", f"s3://{RESULTS}/out/")
     monkeypatch.setenv("S3SLICE_SOURCE_URIS", f"s3://{DATA}/in/")
-    _entry.reset()
-    FOOTER_CACHE.clear()
+    forget_warm_state()
     yield s3
-    _entry.reset()
+    forget_warm_state()
 
 
 def put(s3: S3Env, key: str, data: bytes) -> str:
