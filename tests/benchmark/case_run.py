@@ -80,7 +80,6 @@ def run_worker(spec: dict[str, Any], stem: Path, timeout: float) -> tuple[dict[s
     return json.loads(out_path.read_text()), usage.ru_maxrss
 
 
-
 def summarize_record(
     rec: dict[str, Any], maxrss_kib: int, want: Summary, kind: str
 ) -> dict[str, Any]:
@@ -144,7 +143,6 @@ def summarize_record(
         if said:
             out["notes"].append("engine reports " + ", ".join(said))
     return out
-
 
 
 def run_case(

@@ -51,8 +51,6 @@ class Case:
         return f"{self.data_key}/"
 
 
-
-
 # --------------------------------------------------------------------------- cases
 
 INT10 = {f"col_{i}": "Int64" for i in range(1, 11)}

@@ -217,7 +217,6 @@ def run_one(
     return row
 
 
-
 PROFILED_WARM_JOBS = 5
 PROFILE_SIZE_MB = 3008
 

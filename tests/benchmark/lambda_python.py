@@ -161,7 +161,6 @@ def layer_interpreter(service_dir: str) -> tuple[Interpreter, dict[str, Any]]:
     }
 
 
-
 # --------------------------------------------------------------------------- extras
 
 

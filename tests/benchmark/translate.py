@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     import polars as pl
 
 
-
 def needed_columns(q: Query) -> list[str] | None:
     """Columns the query touches (output + predicates), or None for all."""
     if q.share_nonzero:

@@ -59,7 +59,6 @@ def arrow_of(frame: pl.DataFrame) -> pa.Table:
         for f in frame.to_arrow().schema]))
 
 
-
 def fails(event: Any) -> S3SliceError:
     with pytest.raises(S3SliceError) as info:
         invoke(event)

@@ -111,8 +111,6 @@ def test_a_limit_without_order_on_many_files_is_some_of_the_matching_rows(
     assert got.height == 7 and set(got["id"].to_list()) <= matching
 
 
-
-
 def test_a_partition_the_predicate_rules_out_opens_none_of_its_files(
         s3: S3Env, partitioned: Any, partitioned_rows: pl.DataFrame) -> None:
     sql = "SELECT id, ts FROM s3object WHERE ts >= TIMESTAMP '2024-03-01 00:00:00' " \
@@ -154,8 +152,6 @@ def test_missing_metadata_file_is_typed_and_named(s3: S3Env, warehouse: Warehous
     uri = f"s3://{BUCKET}/warehouse/db/none/metadata/v9.metadata.json"
     error = fails({"source": {"iceberg": uri}, "sql": "SELECT * FROM s3object"})
     assert type(error).__name__ == "ObjectNotFoundError" and uri in str(error)
-
-
 
 
 def test_corrupt_metadata_and_v3_are_refused_by_name(s3: S3Env, conformance: Any) -> None:

@@ -40,7 +40,6 @@ def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
     yield from open_lake(s3, monkeypatch)
 
 
-
 # ------------------------------------------------------------ 2. no silent row loss
 
 def test_a_footer_claiming_more_rows_than_the_pages_hold_fails_typed(lake: S3Env) -> None:

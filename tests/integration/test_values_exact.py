@@ -51,7 +51,6 @@ def put(s3: S3Env, key: str, data: bytes) -> str:
     return f"s3://{DATA}/{key}"
 
 
-
 # ------------------------------------------------------------------ INT96, independently
 
 def days_since_unix_epoch(year: int, month: int, day: int) -> int:
