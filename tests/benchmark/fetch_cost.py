@@ -30,7 +30,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .cases import ensure_data
 from .common import (
     ACCESS_KEY,
     BUCKET,
@@ -42,6 +41,7 @@ from .common import (
     cpu_seconds,
     polars_storage_options,
 )
+from .datasets import ensure_data
 
 COLUMNS = ("col_1", "col_2")
 

@@ -13,7 +13,7 @@ Started by :mod:`tests.benchmark.lambda_size` inside a memory + CPU limited cgro
 Only the standard library is imported before init starts; each approach imports its own
 packages inside its setup. s3slice's handler runs, by default, as Lambda runs it: with
 ``-S -B -P`` and ``sys.path`` = the function code, its layer (no numpy there) and the
-repository for this module (see ``lambda_size.layer_interpreter``); the peers run from the
+repository for this module (see ``lambda_python.layer_interpreter``); the peers run from the
 venv. The record says whether numpy was imported and what ``sys.path`` was. CPU is
 ``getrusage(RUSAGE_SELF)`` user + sys (every thread), taken at each phase boundary. The
 record is rewritten after every phase, so a run killed by the OOM killer still says how far
@@ -92,7 +92,7 @@ def polars_collect(spec: dict[str, Any]) -> Job:
     """The five-line function: scan, query, collect, ``write_parquet`` to S3."""
     import polars as pl
 
-    from .approaches import polars_query
+    from .translate import polars_query
 
     so = _storage_options(spec)
     q = _query(spec)
@@ -120,7 +120,7 @@ def polars_sink(spec: dict[str, Any]) -> Job:
     """polars' streaming engine straight to S3: ``sink_parquet``."""
     import polars as pl
 
-    from .approaches import polars_query
+    from .translate import polars_query
 
     so = _storage_options(spec)
     q = _query(spec)
@@ -146,7 +146,7 @@ def duckdb_copy(spec: dict[str, Any]) -> Job:
 
     import duckdb
 
-    from .approaches import sql_query
+    from .translate import sql_query
 
     mem_mb = int(os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"])
     limit_mb = int(mem_mb * spec["duckdb_memory_fraction"])
@@ -196,7 +196,7 @@ def seed_recipe(spec: dict[str, Any]) -> Job:
     import boto3
     from botocore.config import Config
 
-    from .approaches import read_buffer
+    from .translate import read_buffer
 
     s3 = boto3.client(
         "s3",

@@ -1,6 +1,6 @@
 """Why a peer's job costs more CPU here than in ``../shared/bench/lambda_cost.py``: the same
 whole job (the polars function: scan, ``collect``, ``write_parquet`` to S3) in Lambda-size
-workers (:func:`lambda_size.run_one`: a fresh process per run in a memory + CPU cgroup),
+workers (:func:`lambda_jobs.run_one`: a fresh process per run in a memory + CPU cgroup),
 on the same MinIO and the same objects, through several shapings, alternated:
 
     sudo .venv/bin/python -m tests.benchmark.peer_cpu --case full --size 1024 --repeats 2
@@ -43,12 +43,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import lambda_size, report, selfcheck, substrate
-from .cases import cases, data_dir, ensure_data
+from . import lambda_jobs, lambda_python, report, selfcheck, substrate
+from .case_run import slug
+from .cases import cases
 from .common import BIN, BUCKET, REPO, RESULTS, WORK, free_port
-from .lambda_size import _f as _fmt  # one formatter for both reports
+from .datasets import data_dir, ensure_data
+from .lambda_python import _f as _fmt  # one formatter for both reports
 from .metrics import snapshot
-from .run import ensure_bucket, slug, upload
+from .run import ensure_bucket, upload
 
 APPROACH = "polars collect+write"
 JUDGE_DIR = REPO.parent / "shared" / "bench"
@@ -60,7 +62,7 @@ TRACED = ("read,recvfrom,recvmsg,readv,write,sendto,sendmsg,writev,epoll_wait,ep
 
 
 @dataclasses.dataclass(frozen=True)
-class Traced(lambda_size.Interpreter):
+class Traced(lambda_python.Interpreter):
     """The peers' interpreter under ``strace -f -c`` (a count per syscall, in ``out``)."""
 
     out: str = ""
@@ -257,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     local = {"pyarrow": data_dir(args.scale) / key}
     if "polars" in objects:
         local["polars"] = polars_object(args.scale)
-    want = {o: (lambda_size.expected_rows(case, p), list(case.schema)) for o, p in local.items()}
-    lambda_size.compile_venv()
+    want = {o: (lambda_jobs.expected_rows(case, p), list(case.schema)) for o, p in local.items()}
+    lambda_python.compile_venv()
     stem = RESULTS / args.out_stem
     doc: dict[str, Any] = {"runs": [], "meta": {
         "approach": args.approach, "case": case.name, "size_mb": args.size,
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_bucket(sub)
         pairs: dict[str, list[str]] = {}
         [first] = upload(sub, args.scale, case.data_key, [key])
-        pairs["pyarrow"] = [first, lambda_size.second_copy(sub, first)]
+        pairs["pyarrow"] = [first, lambda_jobs.second_copy(sub, first)]
         if "polars" in local:
             s3 = selfcheck.s3_client(sub.direct_endpoint)
             dest = f"s{args.scale:g}/judge-seed-004/data.parquet"
@@ -279,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                 Bucket=BUCKET, Prefix=dest).get("Contents", [])}
             if there.get(dest) != local["polars"].stat().st_size:
                 s3.upload_file(str(local["polars"]), BUCKET, dest)
-            pairs["polars"] = [dest, lambda_size.second_copy(sub, dest)]
+            pairs["polars"] = [dest, lambda_jobs.second_copy(sub, dest)]
         sub.set_profile("lambda-s3")
         with extra_paths(sub, paths) as endpoints:
             doc["meta"]["endpoints"] = {p: endpoints[p] for p in paths}
@@ -292,17 +294,17 @@ def main(argv: list[str] | None = None) -> int:
                         view.proxy_port = int(endpoints[path].rsplit(":", 1)[1])
                         trace = WORK / "lambda-runs" / f"{run_id}.strace"
                         if args.strace:
-                            lambda_size.PEERS = Traced(out=str(trace))
+                            lambda_python.PEERS = Traced(out=str(trace))
                         before = snapshot(sub.minio_metrics_url)
-                        row = lambda_size.run_one(view, args.approach, case, args.size,
+                        row = lambda_jobs.run_one(view, args.approach, case, args.size,
                                                   pairs[obj], run_id, args.timeout)
                         counted = snapshot(sub.minio_metrics_url) - before
                         row.update(path=path, object=obj, repeat=rep,
                                    requests=counted.requests,
                                    minio_sent_bytes=counted.minio_sent_bytes)
                         for n in (1, 2):
-                            problem, _ = lambda_size.check_and_delete_outputs(
-                                sub, f"{lambda_size.OUT_PREFIX}/{run_id}/job{n}/", *want[obj])
+                            problem, _ = lambda_jobs.check_and_delete_outputs(
+                                sub, f"{lambda_jobs.OUT_PREFIX}/{run_id}/job{n}/", *want[obj])
                             if row["status"] == "ok" and problem:
                                 row["status"], row["error"] = "wrong", f"job {n}: {problem}"
                         if args.strace and trace.exists():

@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-from .cases import ensure_data
 from .common import (
     ACCESS_KEY,
     BUCKET,
@@ -39,6 +38,7 @@ from .common import (
     polars_storage_options,
     snapshot_service,
 )
+from .datasets import ensure_data
 
 SCALE = 1.0
 #: ``--code`` value naming the polars peer, not s3slice's code.

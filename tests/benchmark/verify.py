@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .approaches import polars_query
+from .translate import polars_query
 
 if TYPE_CHECKING:
     import polars as pl

@@ -11,228 +11,46 @@ MinIO is a Go build (``tests/benchmark/substrate.py`` pins it): 7 to 11 minutes 
 (``make minio``; a pinned build is kept and reused). In CI (``CI=true``, which
 ``.ci/run`` sets) or with ``S3SLICE_BUILD_MINIO=1`` the module builds a missing binary
 itself, and a build that fails fails the module: CI never skips these comparisons.
-Anywhere else a missing binary skips the module, saying so.
+Anywhere else a missing binary skips the module, saying so. The harness (objects,
+outcomes, MinIO) is ``minio_select.py``; the timestamp cases ``test_minio_select_time.py``.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import io
-import json
-import os
-import subprocess
-import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import boto3
 import pytest
-from botocore.exceptions import ClientError
 
-from s3slice import S3SliceError
-from s3slice.cli.invoke import LambdaContext
-from s3slice.handler import lambda_handler
-from tests.benchmark.common import BIN, free_port
-from tests.benchmark.substrate import (
-    MINIO_MODULE,
-    MINIO_VERSION,
-    SubstrateError,
-    go_install,
-    stop_group,
+from tests.benchmark.substrate import SubstrateError
+from tests.integration import minio_select as harness
+from tests.integration.minio_select import (
+    RECORDS,
+    SAME,
+    Differs,
+    Fails,
+    Output,
+    Raw,
+    Rows,
+    Source,
+    compare,
+    put_objects,
+    serve_minio,
 )
 from tests.support import S3Env
 
 pytestmark = pytest.mark.integration
 
-BUCKET = "select-compare"
-USER, SECRET = "comparer", "comparer-secret-key"
-
-CSV_DATA = (b"id,name,amount,city,ts\n"
-            b"1,Ada,10,Oslo,2024-05-01T10:30:00Z\n"
-            b"2,bob,25,,2024-06-15T00:00:00Z\n"
-            b"3,,7,Lima,2023-12-31T23:59:59Z\n"
-            b"4,Cy,100,Oslo,2024-01-01T\n")
-RECORDS: list[dict[str, Any]] = [
-    {"a": 1, "n": "one", "price": 1.5, "ok": True, "b": {"c": "x1", "d": {"e": 10}},
-     "tags": ["t1", "u1"]},
-    {"a": 2, "n": "two", "price": 2.25, "ok": False, "b": {"c": "x2", "d": {"e": 20}},
-     "tags": []},
-    {"a": 3, "n": None, "price": 3.0, "ok": True, "b": {"c": None, "d": {"e": 30}},
-     "tags": ["t3"]},
-    {"a": 4, "n": "four", "price": 0.5, "ok": False, "tags": ["t4", "u4", "v4"]},  # no b
-]
-JSON_DATA = "".join(json.dumps(r) + "\n" for r in RECORDS).encode()
-#: Timestamps as S3 Select writes them: UTC (``Z``), offsets either side, minutes only,
-#: fractions, a date alone.
-TIMES = [("1", "2024-05-01T10:30:00Z"), ("2", "2024-06-15T00:00:00+02:00"),
-         ("3", "2023-12-31T23:59:59-05:00"), ("4", "2024-02-29T12:00Z"),
-         ("5", "2024-01-01T"), ("6", "2020-06-15T08:45:30.25+05:30")]
-TIMES_CSV = ("id,ts\n" + "".join(f"{i},{t}\n" for i, t in TIMES)).encode()
-TIMES_JSON = "".join(json.dumps({"id": int(i), "ts": t}) + "\n" for i, t in TIMES).encode()
-OBJECTS = {"csv": ("t.csv", CSV_DATA), "json": ("t.jsonl", JSON_DATA),
-           "times_csv": ("times.csv", TIMES_CSV), "times_json": ("times.jsonl", TIMES_JSON)}
-
-
-# ------------------------------------------------------------------------- the outcomes
-@dataclasses.dataclass(frozen=True)
-class Rows:
-    """Records: JSON objects (JSON output) or lists of fields (CSV output)."""
-
-    rows: list[Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class Raw:
-    """The payload, byte for byte (when parsing would hide the difference)."""
-
-    text: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Fails:
-    """An error whose code/type and message contain ``needle``."""
-
-    needle: str
-
-
-Outcome = Rows | Raw | Fails
-
-
-@dataclasses.dataclass(frozen=True)
-class Differs:
-    why: str
-    ours: Outcome
-    minio: Outcome
-
-
-SAME = None
-Source = Literal["csv", "json", "times_csv", "times_json"]
-Output = Literal["JSON", "CSV"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Answer:
-    payload: str | None
-    error: str | None
-    output: Output
-
-    def rows(self) -> list[Any]:
-        assert self.payload is not None, self.error
-        if self.output == "JSON":
-            return [json.loads(line) for line in self.payload.splitlines()]
-        return list(csv.reader(io.StringIO(self.payload)))
-
-    def check(self, want: Outcome) -> None:
-        match want:
-            case Fails(needle=needle):
-                assert self.error is not None, f"expected an error, got {self.payload!r}"
-                assert needle in self.error
-            case Raw(text=text):
-                assert self.payload == text, self.error
-            case Rows(rows=rows):
-                assert self.rows() == rows
-
-
-def event(source: Source, sql: str, output: Output) -> dict[str, Any]:
-    key = OBJECTS[source][0]
-    serialization = ({"CSV": {"FileHeaderInfo": "USE"}} if source.endswith("csv")
-                     else {"JSON": {"Type": "LINES"}})
-    return {"Bucket": BUCKET, "Key": key, "Expression": sql, "ExpressionType": "SQL",
-            "InputSerialization": serialization, "OutputSerialization": {output: {}}}
-
-
-# ------------------------------------------------------------------------------- MinIO
-def must_build() -> bool:
-    """In CI (``CI=true``, as ``.ci/run`` sets) or when asked to, a MinIO that is not
-    built is built, and one that cannot be is a failure, never a skip."""
-    return (os.environ.get("CI", "").lower() in ("1", "true")
-            or os.environ.get("S3SLICE_BUILD_MINIO") == "1")
-
-
-def _minio_binary() -> Path:
-    target, stamp = BIN / "minio", BIN / "minio.version"
-    wanted = f"{MINIO_MODULE}@{MINIO_VERSION}"
-    if target.exists() and stamp.exists() and stamp.read_text().strip() == wanted:
-        return target
-    if not must_build():
-        pytest.skip(f"MinIO ({wanted}) is not built; `make minio` (or `make test`) builds "
-                    "it, or set S3SLICE_BUILD_MINIO=1 (a Go build of 7 to 11 minutes)")
-    with tempfile.NamedTemporaryFile("w+", prefix="minio-build-", suffix=".log",
-                                     delete=False) as log:
-        try:
-            return go_install(MINIO_MODULE, MINIO_VERSION, "minio", log)
-        except (SubstrateError, OSError, subprocess.SubprocessError) as e:
-            log.seek(0)
-            pytest.fail(f"MinIO ({wanted}) could not be built, and CI runs these "
-                        f"comparisons: {e}\n{log.read()[-4000:]}")
-
 
 @pytest.fixture(scope="module")
 def minio() -> Iterator[Any]:
-    binary = _minio_binary()
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MINIO_"))}
-    env.update(MINIO_ROOT_USER=USER, MINIO_ROOT_PASSWORD=SECRET, MINIO_BROWSER="off",
-               MINIO_UPDATE="off", MINIO_CALLHOME_ENABLE="off")
-    with tempfile.TemporaryDirectory(prefix="s3slice-minio-") as data:
-        proc = subprocess.Popen(
-            [str(binary), "server", data, "--address", f"127.0.0.1:{port}",
-             "--console-address", f"127.0.0.1:{free_port()}", "--quiet"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert proc.poll() is None, f"MinIO exited with {proc.returncode}"
-                try:
-                    with urllib.request.urlopen(
-                            f"http://127.0.0.1:{port}/minio/health/ready", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                assert time.monotonic() < deadline, "MinIO did not start within 60 s"
-                time.sleep(0.1)
-            client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}",
-                                  aws_access_key_id=USER, aws_secret_access_key=SECRET,
-                                  region_name="us-east-1")
-            client.create_bucket(Bucket=BUCKET)
-            for key, body in OBJECTS.values():
-                client.put_object(Bucket=BUCKET, Key=key, Body=body)
-            yield client
-        finally:
-            stop_group(proc)
-
-
-def ask_minio(client: Any, source: Source, sql: str, output: Output) -> Answer:
-    try:
-        response = client.select_object_content(**event(source, sql, output))
-        payload = "".join(e["Records"]["Payload"].decode() for e in response["Payload"]
-                          if "Records" in e)
-    except ClientError as e:
-        error = e.response.get("Error", {})
-        return Answer(None, f"{error.get('Code')}: {error.get('Message')}", output)
-    return Answer(payload, None, output)
+    yield from serve_minio()
 
 
 @pytest.fixture
 def local(s3: S3Env) -> S3Env:
-    s3.bucket(BUCKET)
-    for key, body in OBJECTS.values():
-        s3.client.put_object(Bucket=BUCKET, Key=key, Body=body)
-    return s3
-
-
-def ask_ours(source: Source, sql: str, output: Output) -> Answer:
-    try:
-        response = lambda_handler(event(source, sql, output), LambdaContext())
-    except S3SliceError as e:
-        return Answer(None, f"{type(e).__name__}: {e.message}", output)
-    return Answer(response["Payload"], None, output)
+    return put_objects(s3)
 
 
 # -------------------------------------------------------------------------------- cases
@@ -492,102 +310,12 @@ CASES: list[tuple[str, Source, str, Output, Differs | None]] = [
         ours=Rows([{"a": 4}, {"a": 3}, {"a": 2}, {"a": 1}]), minio=Fails("ORDER"))),
 ]
 
-TS = "CAST(s.ts AS TIMESTAMP)"
-UTC_DAY = "CAST('2025-05-01T00:00:00Z' AS TIMESTAMP)"
-OFFSETS = ("S3 Select keeps a text's own offset on its timestamp (EXTRACT, calendar "
-           "DATE_DIFF and TIMEZONE_HOUR read the wall time there); polars holds one zone per "
-           "column, so s3slice reads a text with an offset as that instant at UTC: "
-           "comparisons, DATE_ADD and elapsed DATE_DIFF agree (docs/sql.md)")
-UNIMPLEMENTED = "MinIO has not implemented TO_TIMESTAMP and TO_STRING, which AWS documents"
-TIME_CASES: list[tuple[str, Source, str, Output, Differs | None]] = []
-for _src in ("times_csv", "times_json"):
-    TIME_CASES += [
-        (f"{_src}: compared with a Z literal", _src,
-         f"SELECT s.id FROM S3Object s WHERE {TS} >= CAST('2024-05-01T10:30:00Z' AS TIMESTAMP)",
-         "JSON", SAME),
-        (f"{_src}: compared with an offset literal", _src,
-         f"SELECT s.id FROM S3Object s WHERE {TS} < CAST('2024-06-15T00:00:00+02:00' AS "
-         "TIMESTAMP)", "JSON", SAME),
-        (f"{_src}: equal instants in other offsets", _src,
-         f"SELECT s.id FROM S3Object s WHERE {TS} = CAST('2024-06-14T22:00:00Z' AS TIMESTAMP)",
-         "JSON", SAME),
-        (f"{_src}: utcnow relative", _src,
-         f"SELECT s.id FROM S3Object s WHERE {TS} < UTCNOW() AND "
-         f"DATE_ADD(year, 1, {TS}) < UTCNOW()", "JSON", SAME),
-        (f"{_src}: date_add compared", _src,
-         f"SELECT s.id FROM S3Object s WHERE DATE_ADD(hour, 3, {TS}) > "
-         "CAST('2024-06-14T23:00:00Z' AS TIMESTAMP)", "JSON", SAME),
-        (f"{_src}: date_add day and month compared", _src,
-         f"SELECT s.id FROM S3Object s WHERE DATE_ADD(day, -1, {TS}) < "
-         f"CAST('2024-01-01T00:00:00Z' AS TIMESTAMP) OR DATE_ADD(month, 1, {TS}) > "
-         "CAST('2024-07-01T00:00:00Z' AS TIMESTAMP)", "JSON", SAME),
-        (f"{_src}: date_diff elapsed", _src,
-         f"SELECT DATE_DIFF(hour, {TS}, {UTC_DAY}) AS h, DATE_DIFF(minute, {TS}, {UTC_DAY}) "
-         f"AS m, DATE_DIFF(second, {UTC_DAY}, {TS}) AS s, DATE_DIFF(day, {TS}, {UTC_DAY}) AS d "
-         "FROM S3Object s", "JSON", SAME),
-        (f"{_src}: date_diff whole years and calendar months", _src,
-         f"SELECT DATE_DIFF(year, {TS}, {UTC_DAY}) AS y, DATE_DIFF(month, {TS}, {UTC_DAY}) "
-         f"AS mo, DATE_DIFF(year, {UTC_DAY}, {TS}) AS ny FROM S3Object s "
-         "WHERE s.id IN (1, 4, 5)", "JSON", SAME),
-        (f"{_src}: extract over Z", _src,
-         f"SELECT EXTRACT(YEAR FROM {TS}) AS y, EXTRACT(MONTH FROM {TS}) AS mo, "
-         f"EXTRACT(DAY FROM {TS}) AS d, EXTRACT(HOUR FROM {TS}) AS h, "
-         f"EXTRACT(MINUTE FROM {TS}) AS mi, EXTRACT(SECOND FROM {TS}) AS se, "
-         f"EXTRACT(TIMEZONE_HOUR FROM {TS}) AS th, EXTRACT(TIMEZONE_MINUTE FROM {TS}) AS tm "
-         "FROM S3Object s WHERE s.id IN (1, 4, 5)", "JSON", SAME),
-        (f"{_src}: date_diff by calendar over offsets", _src,
-         f"SELECT DATE_DIFF(year, {TS}, {UTC_DAY}) AS y, DATE_DIFF(month, {TS}, {UTC_DAY}) "
-         "AS mo FROM S3Object s WHERE s.id IN (2, 3, 6)", "JSON", Differs(
-             OFFSETS, ours=Rows([{"y": 0, "mo": 11}, {"y": 1, "mo": 16}, {"y": 4, "mo": 59}]),
-             minio=Rows([{"y": 0, "mo": 11}, {"y": 1, "mo": 17}, {"y": 4, "mo": 59}]))),
-        (f"{_src}: extract over offsets", _src,
-         f"SELECT EXTRACT(HOUR FROM {TS}) AS h, EXTRACT(DAY FROM {TS}) AS d, "
-         f"EXTRACT(TIMEZONE_HOUR FROM {TS}) AS th, EXTRACT(TIMEZONE_MINUTE FROM {TS}) AS tm "
-         "FROM S3Object s WHERE s.id IN (2, 3, 6)", "JSON", Differs(
-             OFFSETS, ours=Rows([{"h": 22, "d": 14, "th": 0, "tm": 0},
-                                 {"h": 4, "d": 1, "th": 0, "tm": 0},
-                                 {"h": 3, "d": 15, "th": 0, "tm": 0}]),
-             minio=Rows([{"h": 0, "d": 15, "th": 2, "tm": 0},
-                         {"h": 23, "d": 31, "th": -5, "tm": 0},
-                         {"h": 8, "d": 15, "th": 5, "tm": 30}]))),
-        (f"{_src}: timestamps written", _src,
-         f"SELECT DATE_ADD(day, 1, {TS}) AS t FROM S3Object s WHERE s.id IN (1, 2, 5)", "JSON",
-         Differs("MinIO writes S3 Select's shortest form with the text's offset; s3slice "
-                 "writes ISO 8601 to the second, the UTC wall time (no zone: no offset)",
-                 ours=Rows([{"t": "2024-05-02T10:30:00"}, {"t": "2024-06-15T22:00:00"},
-                            {"t": "2024-01-02T00:00:00"}]),
-                 minio=Rows([{"t": "2024-05-02T10:30Z"}, {"t": "2024-06-16T00:00+02:00"},
-                             {"t": "2024-01-02T"}]))),
-        (f"{_src}: to_timestamp", _src,
-         "SELECT s.id FROM S3Object s WHERE TO_TIMESTAMP(s.ts) >= "
-         "TO_TIMESTAMP('2024-02-29T14:00:00+02:00')", "JSON", Differs(
-             UNIMPLEMENTED, ours=Rows([{"id": i if _src == "times_csv" else int(i)}
-                                       for i in ("1", "2", "4")]),
-             minio=Fails("Function is not yet implemented"))),
-        (f"{_src}: to_string", _src,
-         "SELECT TO_STRING(TO_TIMESTAMP(s.ts), 'MMMM d, y h:mm a X') AS t FROM S3Object s "
-         "WHERE s.id IN (1, 2, 6)", "JSON", Differs(
-             UNIMPLEMENTED, ours=Rows([{"t": "May 1, 2024 10:30 AM Z"},
-                                       {"t": "June 14, 2024 10:00 PM Z"},
-                                       {"t": "June 15, 2020 3:15 AM Z"}]),
-             minio=Fails("Function is not yet implemented"))),
-    ]
-CASES += TIME_CASES
-
 
 @pytest.mark.parametrize(("name", "source", "sql", "output", "expect"), CASES,
                          ids=[c[0] for c in CASES])
 def test_s3slice_and_minio(minio: Any, local: S3Env, name: str, source: Source, sql: str,
                            output: Output, expect: Differs | None) -> None:
-    ours = ask_ours(source, sql, output)
-    theirs = ask_minio(minio, source, sql, output)
-    if expect is SAME:
-        assert ours.error is None, ours.error
-        assert theirs.error is None, theirs.error
-        assert ours.rows() == theirs.rows(), name
-    else:
-        ours.check(expect.ours)
-        theirs.check(expect.minio)
+    compare(minio, name, source, sql, output, expect)
 
 
 @pytest.mark.parametrize("env", [{"CI": "true"}, {"S3SLICE_BUILD_MINIO": "1"}])
@@ -597,19 +325,19 @@ def test_in_ci_a_minio_that_cannot_be_built_fails_instead_of_skipping(
     monkeypatch.delenv("S3SLICE_BUILD_MINIO", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setitem(globals(), "BIN", tmp_path)  # no binary there
+    monkeypatch.setattr(harness, "BIN", tmp_path)  # no binary there
 
     def no_go(*args: Any) -> Path:
         raise SubstrateError("`go` is not on PATH")
-    monkeypatch.setitem(globals(), "go_install", no_go)
+    monkeypatch.setattr(harness, "go_install", no_go)
     with pytest.raises(pytest.fail.Exception, match="could not be built.*go. is not on PATH"):
-        _minio_binary()
+        harness._minio_binary()
 
 
 def test_outside_ci_a_minio_not_built_skips(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("S3SLICE_BUILD_MINIO", raising=False)
-    monkeypatch.setitem(globals(), "BIN", tmp_path)
+    monkeypatch.setattr(harness, "BIN", tmp_path)
     with pytest.raises(pytest.skip.Exception, match="not built"):
-        _minio_binary()
+        harness._minio_binary()

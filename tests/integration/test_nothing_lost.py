@@ -1,11 +1,10 @@
 """Nothing lost, nothing escapes: every case through the real handler on the local S3
-server. Native panics become typed errors in every phase and every batch shape, no result
-is built from fewer rows than the object holds, outputs never collide, and stale event
-metadata never makes a permanent error."""
+server. No result is built from fewer rows than the object holds, outputs never collide,
+and stale event metadata never makes a permanent error. (Native panics become typed
+errors: ``test_native_panics.py``.)"""
 
 from __future__ import annotations
 
-import copy
 import gzip
 import json
 from collections.abc import Iterator
@@ -16,191 +15,29 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3slice import (
-    FOOTER_CACHE,
-    ObjectFormatError,
-    OutputError,
-    QueryError,
-    RequestError,
-    _output,
-)
-from s3slice.answer.spool import ParquetSpool
+from s3slice import ObjectFormatError, OutputError, RequestError
 from s3slice.cli.demo import sample_table
 from s3slice.entry import dispatch as _entry
-from s3slice.parquet import footer as _footer
-from s3slice.query.analysis import Analysis
 from tests import malformed
+from tests.integration.event_lake import (
+    DATA,
+    GOOD,
+    RESULTS,
+    load,
+    map_items,
+    open_lake,
+    put,
+    rows_of,
+    s3_records,
+)
 from tests.support import EVENTS, S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
-DATA, RESULTS = "lost-data", "lost-results"
-GOOD = pa.table({"id": pa.array(range(1_000), pa.int64()),
-                 "v": pa.array([float(i % 97) for i in range(1_000)])})
-
-
-
-def load(name: str) -> Any:
-    return json.loads((EVENTS / name).read_text())
-
-
-def native_panic() -> BaseException:
-    """A real ``pyo3_runtime.PanicException``, raised by polars on an object whose footer
-    claims more rows than its pages hold."""
-    data, _ = malformed.inflated_row_count()
-    with pytest.raises(BaseException) as info:  # noqa: PT011 - the panic is what it returns
-        pl.read_parquet(data)
-    assert type(info.value).__name__ == "PanicException"
-    return info.value
-
 
 @pytest.fixture
 def lake(s3: S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Env]:
-    for bucket in (DATA, RESULTS):
-        s3.empty_bucket(bucket)
-    s3.client.put_object(Bucket=DATA, Key="in/good.parquet", Body=malformed.write(GOOD))
-    inflated, _ = malformed.inflated_row_count()
-    s3.client.put_object(Bucket=DATA, Key="in/inflated.parquet", Body=inflated)
-    monkeypatch.setenv("S3SLICE_QUERY", json.dumps({"columns": ["id", "v"]}))
-    monkeypatch.setenv("S3SLICE_OUTPUT_URI", f"s3://{RESULTS}/out/")
-    monkeypatch.setenv("S3SLICE_SOURCE_URIS", f"s3://{DATA}/in/")
-    _entry.reset()
-    FOOTER_CACHE.clear()
-    yield s3
-    _entry.reset()
-
-
-def put(s3: S3Env, key: str, data: bytes) -> str:
-    s3.client.put_object(Bucket=DATA, Key=key, Body=data)
-    return f"s3://{DATA}/{key}"
-
-
-def rows_of(s3: S3Env, uri: str) -> pl.DataFrame:
-    return pl.read_parquet(s3.get(uri))
-
-
-def s3_records(s3: S3Env, *keys: str) -> dict[str, Any]:
-    event = load("s3-put.json")
-    template = event["Records"][0]
-    event["Records"] = []
-    for key in keys:
-        record = copy.deepcopy(template)
-        head = s3.client.head_object(Bucket=DATA, Key=key)
-        record["s3"]["bucket"]["name"] = DATA
-        record["s3"]["object"].update(key=key, size=head["ContentLength"],
-                                      eTag=head["ETag"].strip('"'))
-        event["Records"].append(record)
-    return event
-
-
-def map_items(s3: S3Env, *keys: str) -> dict[str, Any]:
-    event = load("sfn-map-batch.json")
-    event["BatchInput"] = {"bucket": DATA}
-    event["Items"] = []
-    for key in keys:
-        head = s3.client.head_object(Bucket=DATA, Key=key)
-        event["Items"].append({"Key": key, "Size": head["ContentLength"],
-                               "Etag": head["ETag"]})
-    return event
-
-
-def sqs(s3: S3Env, *keys: str) -> dict[str, Any]:
-    event = load("sqs-s3-notification.json")
-    template = event["Records"][0]
-    event["Records"] = [dict(copy.deepcopy(template), messageId=f"msg-{i}",
-                             body=json.dumps(s3_records(s3, key)))
-                        for i, key in enumerate(keys)]
-    return event
-
-
-# ----------------------------------------------------------------- 1. native panics
-
-def test_a_panicking_object_is_a_typed_error_on_direct_invoke(lake: S3Env) -> None:
-    with pytest.raises(ObjectFormatError, match="inflated.parquet") as info:
-        invoke({"source": f"s3://{DATA}/in/inflated.parquet"})
-    assert "holds 10 rows by the footer, but pyarrow decoded 6" in str(info.value)
-    assert lake.keys(RESULTS) == []
-    # The warm process keeps working.
-    ok = invoke({"source": f"s3://{DATA}/in/good.parquet", "return_rows": True})
-    assert pl.DataFrame(ok["rows"]).height == GOOD.num_rows
-
-
-@pytest.mark.parametrize("bad_first", [True, False])
-def test_sqs_reports_the_panicking_message_and_processes_the_other(lake: S3Env,
-                                                                   bad_first: bool) -> None:
-    keys = ["in/inflated.parquet", "in/good.parquet"]
-    if not bad_first:
-        keys.reverse()
-    response = invoke(sqs(lake, *keys))
-    bad = f"msg-{keys.index('in/inflated.parquet')}"
-    assert response == {"batchItemFailures": [{"itemIdentifier": bad}]}
-    [output] = lake.keys(RESULTS)
-    assert "good.parquet" in output
-    assert rows_of(lake, f"s3://{RESULTS}/{output}").equals(pl.from_arrow(GOOD))
-
-
-@pytest.mark.parametrize("shape", ["s3", "map"])
-def test_a_batch_processes_every_object_around_a_panicking_one(lake: S3Env,
-                                                               shape: str) -> None:
-    keys = ("in/inflated.parquet", "in/good.parquet")
-    event = s3_records(lake, *keys) if shape == "s3" else map_items(lake, *keys)
-    with pytest.raises(ObjectFormatError,
-                       match=r"inflated.*\(1 of 2 objects failed; the other 1 were processed\)"):
-        invoke(event)
-    [output] = lake.keys(RESULTS)
-    assert rows_of(lake, f"s3://{RESULTS}/{output}").equals(pl.from_arrow(GOOD))
-
-
-def _raise(e: BaseException) -> Any:
-    def fail(*args: Any, **kwargs: Any) -> Any:
-        raise e
-    return fail
-
-
-class _Spilling(ParquetSpool):
-    """A spool that holds nothing: every piece goes to its file."""
-
-    def __init__(self, directory: str, compression: str, *, hold_bytes: int) -> None:
-        super().__init__(directory, compression, hold_bytes=0)
-
-
-@pytest.mark.parametrize(("phase", "target", "error", "output_format"), [
-    ("footer", (_footer, "parse_footer"), ObjectFormatError, "parquet"),
-    ("execute", (Analysis, "finish"), QueryError, "parquet"),
-    ("write", (_output, "serialize"), OutputError, "json"),
-    ("write", (_output, "serialize"), OutputError, "parquet"),
-    ("write spilled", (ParquetSpool, "_write"), OutputError, "parquet"),
-    ("write spilled", (ParquetSpool, "_finish"), OutputError, "parquet"),
-])
-def test_a_panic_in_any_phase_is_the_typed_error_of_that_phase(
-        lake: S3Env, phase: str, target: tuple[Any, str], error: type[Exception],
-        output_format: str) -> None:
-    """A real panic raised where each phase calls native code: the handler answers with the
-    phase's typed error, writes nothing, and the next request succeeds. (A Parquet output
-    of one object goes through the spool: a small answer is serialized, a large one
-    written to the spool's file as it is computed.)"""
-    with pytest.MonkeyPatch.context() as patch:
-        if phase == "write spilled":
-            patch.setattr(_output, "ParquetSpool", _Spilling)
-        patch.setattr(*target, _raise(native_panic()))
-        with pytest.raises(error, match="assertion"):
-            invoke({"source": f"s3://{DATA}/in/good.parquet",
-                    "output": {"uri": f"s3://{RESULTS}/out/", "format": output_format}})
-    assert lake.keys(RESULTS) == []
-    assert invoke({"source": f"s3://{DATA}/in/good.parquet"})["status"] == "ok"
-
-
-def test_a_time_zone_polars_cannot_parse_is_read_exactly_in_utc(lake: S3Env) -> None:
-    data, table = malformed.fixed_offset_time_zone()
-    uri = put(lake, "in/offset.parquet", data)
-    for query in ({}, {"filter": "id >= 2"}):
-        response = invoke({"source": uri, **query, "output": f"s3://{RESULTS}/out/"})
-        got = rows_of(lake, response["outputs"][0]["uri"])
-        assert got.schema["at"] == pl.Datetime("us", "UTC")
-        instants = table.column("at").cast(pa.timestamp("us", tz="UTC")).to_pylist()
-        first = 2 if query else 0
-        assert got["at"].to_list() == instants[first:]
-        assert got["id"].to_list() == list(range(first, 5))
+    yield from open_lake(s3, monkeypatch)
 
 
 # ------------------------------------------------------------ 2. no silent row loss
