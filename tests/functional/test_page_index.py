@@ -36,8 +36,8 @@ from s3slice.core.model import Query
 from s3slice.core.ranges import Held
 from s3slice.parquet import plan as _plan
 from s3slice.parquet.footer import parse_footer
-from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
+from s3slice.query.pruning import predicate as P
 from tests.malformed import thrift_footer
 from tests.support import read_request
 from tests.unit.test_pruning import (
