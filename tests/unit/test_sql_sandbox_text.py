@@ -246,7 +246,7 @@ def test_any_text_of_dangerous_fragments_is_refused_or_runs_its_checked_parse(
     query = Query(filter=text) if as_filter else Query(sql=text)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(polars_sql, "execute", spy)
-        for module in ("analysis", "split_plan"):
+        for module in ("analysis", "split.plan"):
             mp.setattr(f"s3slice.query.{module}.execute", spy)
         out = run(query)
     assert_untouched(bait, out)
