@@ -84,9 +84,10 @@ TRIM_RULES: tuple[TrimRule, ...] = (
     TrimRule("sqlglot-dialects", "sqlglot's named dialects (BigQuery, DuckDB, Spark, ...) "
              "with their parsers, generators and type annotations: the service parses and "
              "writes SQL only in sqlglot's default dialect (subclassed in "
-             "functions/s3slice/query/dialect.py), whose import needs only dialects/dialect.py, "
-             "parsers/base.py and the packages' __init__; sqlglot imports a named dialect only "
-             "when one is asked for by name (read=, write=, dialect=, Dialect.get_or_raise)",
+             "functions/s3slice/query/sqlglot/dialect.py), whose import needs only "
+             "dialects/dialect.py, parsers/base.py and the packages' __init__; sqlglot "
+             "imports a named dialect only when one is asked for by name (read=, write=, "
+             "dialect=, Dialect.get_or_raise)",
              ("sqlglot/dialects/*.py", "sqlglot/generators/*.py", "sqlglot/parsers/*.py",
               "sqlglot/typing/*.py"),
              keep=("sqlglot/*/__init__.py", "sqlglot/dialects/dialect.py",

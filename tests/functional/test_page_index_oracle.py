@@ -24,7 +24,7 @@ from s3slice import (
 )
 from s3slice.core.model import Query
 from s3slice.core.ranges import Held
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 from s3slice.query.analyzer import analyze
 from tests.functional.page_index_files import (
     BUCKET,

@@ -4,7 +4,7 @@ polars' Parquet reader skips row groups by their statistics with any filter its 
 handed, and bounds arithmetic on a column by the statistics' arithmetic, which wraps at
 the type's edges: ``c0 - 2 < 3571596662`` on a ``uint32`` column of ``[0, 5, 10]`` skips
 the group whose ``5`` and ``10`` the filter keeps. The service hands a scanning reader
-only comparisons of bare columns with constants (:mod:`s3slice.query.scan_safe`) and
+only comparisons of bare columns with constants (:mod:`s3slice.query.pruning.scan_safe`) and
 runs the rest on the decoded frame; its own pruning judges nothing else either.
 
 Oracle: polars SQL over the whole file read into memory (``pl.read_parquet``), the
@@ -36,9 +36,9 @@ from hypothesis import strategies as st
 from s3slice import FOOTER_CACHE, Engine, FooterCache, LocalFetcher, S3SliceError, Settings
 from s3slice.core.model import parse_request
 from s3slice.entry import dispatch as _entry
-from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
-from s3slice.query.scan_safe import exact, scan_where
+from s3slice.query.pruning import predicate as P
+from s3slice.query.pruning.scan_safe import exact, scan_where
 from tests.support import S3Env, invoke, read_request
 
 INTEGERS = {f"{u}int{b}": (b, u == "u") for b in (8, 16, 32, 64) for u in ("", "u")}

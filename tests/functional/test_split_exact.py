@@ -7,7 +7,7 @@ without GROUP BY. Each batch's partial is written to Parquet and read back, as t
 Distributed Map's batches and reduce do, and the final plan runs over them without the
 source schema (as the engine and the reduce run it). The answer must be the oracle's:
 polars SQL over the concatenated frame, except where polars itself is wrong, where the
-oracle is the exact value (see :mod:`s3slice.query.split_types`):
+oracle is the exact value (see :mod:`s3slice.query.split.types`):
 
 - an integer SUM is the exact sum (polars wraps an Int32, UInt32, Int64 or UInt64 sum in
   the column's type); its type is polars' but Int64 for Int32/UInt32 (the widening), and a

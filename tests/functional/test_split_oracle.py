@@ -3,7 +3,7 @@
 Random data is cut into batches (some empty, some holding a group alone, null group keys
 throughout); each batch's partial plan runs on its own, the final plan over the partials,
 and the answer must be the oracle's: same names, types (but an exact Int64 SUM of Int32
-values, see :mod:`s3slice.query.split_types`; values beyond polars' own types are
+values, see :mod:`s3slice.query.split.types`; values beyond polars' own types are
 ``test_split_exact.py``'s) and rows. Rows of an unordered
 answer are compared as multisets; floating-point values within ``REL`` relative (sums are
 regrouped batch by batch, see :mod:`s3slice.query.split`). ``ORDER BY ... LIMIT k`` with ties
@@ -31,7 +31,7 @@ from s3slice.core.model import Query
 from s3slice.query.analyzer import analyze
 from s3slice.query.paths import with_paths
 from s3slice.query.split import split_query
-from s3slice.query.split_plan import Split
+from s3slice.query.split.plan import Split
 
 REL = 1e-9
 ABS = 1e-9
@@ -90,7 +90,7 @@ def sort_key(row: tuple[object, ...]) -> tuple[object, ...]:
 
 def same_type(got: pl.DataType, want: pl.DataType) -> bool:
     """polars' type, or the split's documented widening: an exact Int64 sum where polars
-    sums Int32 or UInt32 values in their own type (see :mod:`s3slice.query.split_types`)."""
+    sums Int32 or UInt32 values in their own type (see :mod:`s3slice.query.split.types`)."""
     return got == want or (got == pl.Int64 and want in (pl.Int32, pl.UInt32))
 
 

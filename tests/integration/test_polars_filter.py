@@ -23,7 +23,7 @@ import pytest
 
 import s3slice
 from s3slice.entry import dispatch as _entry
-from s3slice.query.polars_expr import to_sql
+from s3slice.query.polars.expr import to_sql
 from tests.support import S3Env, forget_warm_state
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ The reported case: a prefix of two objects, each 1,000 rows of an Int32 column h
 and wrapped. The same with Int64 epoch nanoseconds, with GROUP BY, and through the
 Distributed Map (map batches writing partials, then the reduce). The oracle is polars over
 the concatenated objects; where polars itself wraps (its SUM of Int32 is an Int32), the
-exact sum, as :mod:`s3slice.query.split_types` documents: SUM of Int32 answers an exact
+exact sum, as :mod:`s3slice.query.split.types` documents: SUM of Int32 answers an exact
 Int64, and a sum beyond 64 bits an exact Decimal(38, 0) (DuckDB: HUGEINT), never wrapped.
 """
 

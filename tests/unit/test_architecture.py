@@ -201,3 +201,44 @@ def test_importing_the_package_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={"PYTHONPATH": str(REPO / "functions")}, timeout=60)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+#: query/'s top level: at most this many modules (``__init__.py`` not counted); the rest
+#: lives in its packages by parser and purpose (``sqlglot/``, ``polars/``, ``pruning/``,
+#: ``coercion/``, ``split/``), as ARCHITECTURE.md describes (issue 40).
+MAX_QUERY_TOP_MODULES = 12
+
+
+def test_query_top_level_stays_small() -> None:
+    query = ROOT / "query"
+    top = sorted(p.stem for p in query.glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= MAX_QUERY_TOP_MODULES, top
+    # Every package of query/ says what it is for, and the CDK's synth-time check keeps
+    # the import path the construct library loads (``s3slice.query.check``).
+    assert all((d / "__init__.py").is_file() for d in query.iterdir()
+               if d.is_dir() and not d.name.startswith((".", "_")))
+    assert "check" in top
+
+
+def test_a_plain_filter_imports_no_sqlglot() -> None:
+    """A plain filter is analysed by polars' own parse: sqlglot (the ``sqlglot/``
+    analysis, the split's planner) is imported only by a request that needs it, and a
+    query the CDK checks at synth loads no polars or pyarrow."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from s3slice.core.model import Query\n"
+            "from s3slice.query.analyzer import analyze\n"
+            "analyze(Query(filter='a > 1 AND b IN (2, 3) AND c IS NULL'))\n"
+            "print(sorted(n for n in sys.modules if n.split('.')[0] == 'sqlglot'\n"
+            "             or n.startswith(('s3slice.query.sqlglot', 's3slice.query.split.'))))\n")
+    check = ("import sys\n"
+             "from s3slice.query.check import check_query\n"
+             "check_query({'sql': 'SELECT a, COUNT(*) FROM s3object GROUP BY a'})\n"
+             "print(sorted(n for n in sys.modules if n.split('.')[0] in ('polars', 'pyarrow')))\n")
+    for text, loaded in ((code, "['s3slice.query.split.plan']"), (check, "[]")):
+        done = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
+                              check=True, env={"PYTHONPATH": str(REPO / "functions")},
+                              timeout=60)
+        assert done.stdout.strip() == loaded, done.stdout

@@ -16,7 +16,7 @@ from s3slice.core.errors import ObjectFormatError
 from s3slice.iceberg import columns as C
 from s3slice.iceberg import datafile as D
 from s3slice.iceberg.metadata import Field, Schema
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 
 def _file() -> bytes:

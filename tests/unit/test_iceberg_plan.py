@@ -23,8 +23,8 @@ from s3slice.iceberg import metadata as meta
 from s3slice.iceberg import plan
 from s3slice.iceberg import transforms as X
 from s3slice.iceberg.metadata import Field, PartitionField, Schema
-from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
+from s3slice.query.pruning import predicate as P
 
 pyiceberg_transforms = pytest.importorskip("pyiceberg.transforms")
 pyiceberg_types = pytest.importorskip("pyiceberg.types")

@@ -17,7 +17,7 @@ from s3slice.core.settings import Settings
 from s3slice.parquet.footer import Footer, leaf_tops, nested_columns, parse_footer, under_any
 from s3slice.parquet.plan import plan_parquet
 from s3slice.parquet.read_ahead import check_planned, fetch_groups
-from s3slice.query.predicate import TRUE
+from s3slice.query.pruning.predicate import TRUE
 
 URI = "s3://b/k.parquet"
 

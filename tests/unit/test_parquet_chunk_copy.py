@@ -24,7 +24,7 @@ from s3slice.parquet.arrow import compatible
 from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy_layout
 from s3slice.parquet.footer import MAGIC, parse_footer
 from s3slice.parquet.plan import plan_parquet
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 N = 3_000
 

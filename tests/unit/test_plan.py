@@ -9,7 +9,7 @@ from s3slice import ObjectFormatError, Settings
 from s3slice.core.ranges import coalesce, total
 from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import plan_parquet
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 from tests.unit.parquet_samples import parquet_bytes
 
 

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from s3slice import Query, QueryError
 from s3slice.parquet.footer import parse_footer
 from s3slice.parquet.plan import prune, stats_types
-from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
-from s3slice.query.bounds import compare_all, is_constant
+from s3slice.query.pruning import predicate as P
+from s3slice.query.pruning.bounds import compare_all, is_constant
 
 ROWS = 60
 
@@ -346,7 +346,7 @@ def test_statistics_python_cannot_hold_in_the_column_zone_judge_nothing() -> Non
     """A zoned timestamp at 9999-12-31 23:59:59 UTC is in year 10000 in Asia/Tokyo, which
     Python's datetime cannot hold: the statistics then judge nothing (no OverflowError
     escapes the planner; the differential fuzzer found it)."""
-    from s3slice.query.bounds import compare_all
+    from s3slice.query.pruning.bounds import compare_all
 
     last = int(dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC).timestamp()) * 10**6
     got = compare_all([0, last], pl.Datetime("us", "Asia/Tokyo"),

@@ -13,9 +13,9 @@ from polars.testing import assert_frame_equal
 from s3slice.core.errors import FilterSyntaxError, QueryError, UnknownColumnError
 from s3slice.core.model import Query
 from s3slice.query import analyzer as A
-from s3slice.query import predicate as P
 from s3slice.query.analysis import collect
 from s3slice.query.analyzer import analyze
+from s3slice.query.pruning import predicate as P
 
 ROWS = pl.DataFrame({"a": [1, 2, 3, 4], "b": ["w", "x", "y", "z"], "c": [10, 20, 30, 40],
                      "d": [0.5, None, 1.5, 2.5]})

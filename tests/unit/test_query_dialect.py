@@ -1,4 +1,4 @@
-"""``s3slice.query.dialect``: S3 Select's date functions, translated into SQL polars runs
+"""``s3slice.query.sqlglot.dialect``: S3 Select's date functions, translated into SQL polars runs
 (checked against Python's own date arithmetic), and the constants literals stand for."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from s3slice.core.errors import FilterSyntaxError
 from s3slice.core.model import Query
 from s3slice.query.analysis import collect, reads_the_clock, uses_s3select_functions
 from s3slice.query.analyzer import analyze
-from s3slice.query.dialect import (
+from s3slice.query.sqlglot.dialect import (
     S3SelectDialect,
     literal,
 )
-from s3slice.query.sql import generated
+from s3slice.query.sqlglot.sql import generated
 
 
 def parse(text: str) -> sqlglot.exp.Expr:

@@ -8,14 +8,14 @@ import pytest
 import sqlglot
 
 from s3slice.core.errors import FilterSyntaxError, QueryError, UnknownColumnError
-from s3slice.query.dialect import S3SelectDialect
-from s3slice.query.path_rewrite import PathRewriter, column_names, path_of, qualifiers_of
 from s3slice.query.paths import (
     PATH_PREFIX,
     Path,
     with_paths,
 )
-from s3slice.query.sql import parse
+from s3slice.query.sqlglot.dialect import S3SelectDialect
+from s3slice.query.sqlglot.path_rewrite import PathRewriter, column_names, path_of, qualifiers_of
+from s3slice.query.sqlglot.sql import parse
 
 ROWS = pl.DataFrame({"s": [{"b": [{"c": 1}, {"c": 2}]}, {"b": []}, None],
                      "l": [[1, 2], [3], []], "n": [1, 2, 3]})

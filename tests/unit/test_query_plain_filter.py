@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from s3slice.core.errors import FilterSyntaxError, QueryError
 from s3slice.core.model import Query
-from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
-from s3slice.query.plain_filter import analyze_plain_filter
-from s3slice.query.sqlglot_analysis import analyze_filter
+from s3slice.query.polars.plain_filter import analyze_plain_filter
+from s3slice.query.pruning import predicate as P
+from s3slice.query.sqlglot.analysis import analyze_filter
 from tests.unit.test_pruning import conditions
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"

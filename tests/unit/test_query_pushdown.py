@@ -1,4 +1,4 @@
-"""``s3slice.query.pushdown``: the part of a condition that statistics can judge."""
+"""``s3slice.query.sqlglot.pushdown``: the part of a condition that statistics can judge."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 import sqlglot
 
-from s3slice.query import predicate as P
-from s3slice.query.dialect import S3SelectDialect
-from s3slice.query.pushdown import to_predicate
+from s3slice.query.pruning import predicate as P
+from s3slice.query.sqlglot.dialect import S3SelectDialect
+from s3slice.query.sqlglot.pushdown import to_predicate
 
 
 def pred(text: str) -> P.Pred:

@@ -12,9 +12,9 @@ from s3slice.core.errors import QueryError
 from s3slice.core.model import Query
 from s3slice.query.analysis import collect
 from s3slice.query.analyzer import analyze, split_for
-from s3slice.query.split_plan import partial_step
-from s3slice.query.split_shape import combines, known_aggregates, nesting
-from s3slice.query.split_sql import limit_of, output_names, position, strip
+from s3slice.query.split.plan import partial_step
+from s3slice.query.split.shape import combines, known_aggregates, nesting
+from s3slice.query.split.sql import limit_of, output_names, position, strip
 
 
 @pytest.mark.parametrize(("sql", "limit"), [

@@ -1,4 +1,4 @@
-"""``s3slice.query.sql``: parsing, the sandbox (a query reads only ``s3object``, calls no
+"""``s3slice.query.sqlglot.sql``: parsing, the sandbox (a query reads only ``s3object``, calls no
 function that reads files, and is one SELECT; a filter is a condition) and the names S3
 Select gives a SELECT list."""
 
@@ -11,7 +11,7 @@ from s3slice.core.errors import FilterSyntaxError, ForbiddenQueryError, plain
 from s3slice.core.model import Query
 from s3slice.query.analysis import SOURCE_TABLE
 from s3slice.query.analyzer import analyze
-from s3slice.query.sql import (
+from s3slice.query.sqlglot.sql import (
     parse,
     parse_filter,
     parse_sql,

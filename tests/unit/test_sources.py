@@ -11,8 +11,8 @@ import pytest
 
 from s3slice import ObjectRef, Query
 from s3slice.engine.sources import HIVE_NULL, glob_regex, hive_values, may_match, partitions
-from s3slice.query import predicate as P
 from s3slice.query.analyzer import analyze
+from s3slice.query.pruning import predicate as P
 
 
 def refs(*keys: str) -> list[ObjectRef]:

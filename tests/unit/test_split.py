@@ -15,8 +15,8 @@ from sqlglot import exp
 
 from s3slice.core.errors import QueryError
 from s3slice.query.split import split_query
-from s3slice.query.split_plan import PARTIALS_TABLE, Split
-from s3slice.query.split_sql import polars_name
+from s3slice.query.split.plan import PARTIALS_TABLE, Split
+from s3slice.query.split.sql import polars_name
 
 DATA = pl.DataFrame({"g": ["a", "a", "b", None, None, "c"], "x": [1, 2, None, 4, None, 6],
                      "f": [1.5, None, 2.5, 3.0, None, -1.0],

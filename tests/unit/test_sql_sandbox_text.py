@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from s3slice import ForbiddenQueryError, QueryError
 from s3slice.core.model import Query
-from s3slice.query import polars_sql
 from s3slice.query.analysis import collect
 from s3slice.query.analyzer import analyze, split_for
-from s3slice.query.split_plan import partial_step
-from s3slice.query.sql import generated, parse_filter, parse_sql
+from s3slice.query.polars import sql as polars_sql
+from s3slice.query.split.plan import partial_step
+from s3slice.query.sqlglot.sql import generated, parse_filter, parse_sql
 from tests.sandbox_bait import SECRET, Bait
 
 DATA = pl.DataFrame({"a": ["x", "y", "z"], "n": [1, 2, 3]})
@@ -246,7 +246,7 @@ def test_any_text_of_dangerous_fragments_is_refused_or_runs_its_checked_parse(
     query = Query(filter=text) if as_filter else Query(sql=text)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(polars_sql, "execute", spy)
-        for module in ("analysis", "split_plan"):
+        for module in ("analysis", "split.plan"):
             mp.setattr(f"s3slice.query.{module}.execute", spy)
         out = run(query)
     assert_untouched(bait, out)

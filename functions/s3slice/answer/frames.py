@@ -16,7 +16,7 @@ from s3slice.core.model import parse_request
 from s3slice.core.settings import Settings
 from s3slice.engine.engine import Engine
 from s3slice.engine.results import Stats
-from s3slice.query import polars_expr
+from s3slice.query.polars import expr as polars_expr
 
 #: polars' ``storage_options`` names for S3 (object_store's, with and without ``aws_``),
 #: and the setting or credential each gives.
@@ -50,7 +50,7 @@ def read_parquet(source: str | Sequence[str], *, columns: Sequence[str] | None =
 
     ``filter`` is SQL text (``"a <= 1000 AND b = 'x'"``) or a polars expression; either
     prunes row groups, pages, Bloom filters and partitions (an expression by its
-    comparisons of columns with constants, :mod:`s3slice.query.polars_expr`) and an
+    comparisons of columns with constants, :mod:`s3slice.query.polars.expr`) and an
     expression is then applied to the rows read as polars applies it (the columns it names
     are read too). ``storage_options`` takes
     polars' S3 keys (``aws_access_key_id``, ``aws_secret_access_key``,

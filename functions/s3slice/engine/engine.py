@@ -43,8 +43,8 @@ from s3slice.parquet.footer_cache import FOOTER_CACHE, FooterCache
 from s3slice.parquet.reader import ParquetReader
 from s3slice.query.analysis import Analysis, collect
 from s3slice.query.analyzer import analyze, split_for
-from s3slice.query.split_plan import Split, partial_step, used_split
-from s3slice.query.sql_errors import sum_overflow
+from s3slice.query.split.plan import Split, partial_step, used_split
+from s3slice.query.sqlglot.sql_errors import sum_overflow
 from s3slice.readers.base import (
     Copied,
     Io,

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 import polars as pl
 
 from s3slice.core.model import ObjectRef
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 

@@ -122,7 +122,7 @@ def parse_scan_range(raw: object) -> tuple[int | None, int | None] | None:
 def s3select_named(frame: pl.DataFrame, expression: str) -> pl.DataFrame:
     """The records' columns named as S3 Select names them: an unnamed expression by its
     position (``SELECT COUNT(*)`` is ``_1``), where polars names it after a column."""
-    from s3slice.query.sql import s3select_names  # sqlglot: imported by SQL requests only
+    from s3slice.query.sqlglot.sql import s3select_names  # sqlglot: imported by SQL requests only
     names = s3select_names(expression)
     if names is None or len(names) != frame.width or len(set(names)) != len(names):
         return frame

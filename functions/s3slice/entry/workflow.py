@@ -72,8 +72,8 @@ from s3slice.entry.observe import logger, record_stats
 from s3slice.parquet.footer import Footer
 from s3slice.query.analysis import Analysis
 from s3slice.query.analyzer import analyze, split_for
-from s3slice.query.split_plan import Split, partial_step
-from s3slice.query.sql_errors import sum_overflow
+from s3slice.query.split.plan import Split, partial_step
+from s3slice.query.sqlglot.sql_errors import sum_overflow
 
 #: The Parquet metadata key a partial's batch stats travel in.
 STATS_KEY = b"s3slice.batch_stats"

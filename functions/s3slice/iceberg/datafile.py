@@ -20,7 +20,7 @@ from s3slice.iceberg import manifests as M
 from s3slice.iceberg import types as T
 from s3slice.iceberg.metadata import Field, Schema
 from s3slice.parquet.plan import polars_types, row_group_stats
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 _POS = "__s3slice_pos"
 _NONE: Mapping[int, Any] = {}

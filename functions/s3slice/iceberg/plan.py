@@ -16,7 +16,7 @@ from s3slice.iceberg import manifests as M
 from s3slice.iceberg import transforms as X
 from s3slice.iceberg import types as T
 from s3slice.iceberg.metadata import PartitionField, Schema, Snapshot, Spec, Table
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 #: Reads a whole file by its URI (typed errors naming it).
 Load = Callable[[str], bytes]

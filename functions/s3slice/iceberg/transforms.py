@@ -25,8 +25,8 @@ import polars as pl
 
 from s3slice.iceberg import types as T
 from s3slice.iceberg.metadata import PartitionField, Schema
-from s3slice.query import bounds as B
-from s3slice.query import predicate as P
+from s3slice.query.pruning import bounds as B
+from s3slice.query.pruning import predicate as P
 
 _C1, _C2, _M32 = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
 DAY_US, HOUR_US = 86_400_000_000, 3_600_000_000

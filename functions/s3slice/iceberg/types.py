@@ -1,5 +1,5 @@
 """Iceberg's types: as polars types, and bounds (Iceberg's single-value binary form) as
-the Python values :mod:`s3slice.query.predicate` judges."""
+the Python values :mod:`s3slice.query.pruning.predicate` judges."""
 
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ from s3slice.core.ranges import Range
 from s3slice.parquet import plan as _plan
 from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.footer import MAGIC, Footer
-from s3slice.query import bounds as B
-from s3slice.query import predicate as P
+from s3slice.query.pruning import bounds as B
+from s3slice.query.pruning import predicate as P
 
 #: The filters are read only when they come to at most this share of the needed bytes.
 MAX_SHARE = 0.25
@@ -126,7 +126,7 @@ def encoder(col: pq.ColumnSchema, dtype: pl.DataType | None
 
 
 def _only(c: P.Cmp, dtype: pl.DataType, v: Any, near: list[Any]) -> bool:
-    """:func:`~s3slice.query.bounds.only_equal` with the neighbours ``dtype`` holds."""
+    """:func:`~s3slice.query.pruning.bounds.only_equal` with the neighbours ``dtype`` holds."""
     try:
         B.values_series(near, dtype)
     except Exception:  # noqa: BLE001 - a neighbour outside the type: none there

@@ -43,7 +43,7 @@ from s3slice.parquet import plan as _plan
 from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.arrow import int96_timestamps
 from s3slice.parquet.footer import INT96_UNIT, MAGIC, Footer
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 #: Index ranges closer than this are read in one GET (whatever ``max_gap`` says).
 INDEX_GAP = 1 << 20

@@ -28,7 +28,7 @@ from s3slice.core.settings import Settings
 from s3slice.parquet import thrift as _thrift
 from s3slice.parquet.arrow import compatible, to_polars
 from s3slice.parquet.footer import MAGIC, Footer, leaf_tops, under, under_any
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 # ------------------------------------------------------------------------ statistics
 

@@ -25,8 +25,8 @@ from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked, reac
 from s3slice.parquet.footer_cache import FooterCache
 from s3slice.parquet.plan import Plan, first_rows, plan_parquet
 from s3slice.parquet.strategies import Job, Strategy, choose, fetch_metadata
-from s3slice.query import predicate as P
 from s3slice.query.analysis import Analysis
+from s3slice.query.pruning import predicate as P
 from s3slice.readers.base import Copied, Io, ObjectResult, Timings
 
 logger = logging.getLogger("s3slice")

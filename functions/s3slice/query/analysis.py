@@ -3,7 +3,7 @@
 :mod:`.analyzer` makes an :class:`Analysis` (from polars' own parse of a plain filter, or
 from sqlglot's of anything else); this module holds what every reader needs of one, and
 imports neither parser. Execution is polars' own: polars SQL for the filter of each piece
-and for the query over all of them, always through :mod:`.polars_sql`, which refuses text
+and for the query over all of them, always through :mod:`.polars.sql`, which refuses text
 that SQL parsers could read differently and any plan that reads beyond the given frames.
 """
 
@@ -19,14 +19,14 @@ import polars as pl
 
 from s3slice.core.errors import FilterSyntaxError, QueryError, UnknownColumnError, plain
 from s3slice.core.model import Query
-from s3slice.query import predicate as P
 from s3slice.query.paths import Path, with_paths
-from s3slice.query.polars_sql import check_text, execute
-from s3slice.query.scan_safe import scan_where
+from s3slice.query.polars.sql import check_text, execute
+from s3slice.query.pruning import predicate as P
+from s3slice.query.pruning.scan_safe import scan_where
 from s3slice.query.source import SOURCE_TABLE as SOURCE_TABLE
 
 #: S3 Select's date functions, which polars SQL lacks: a query that calls one is
-#: translated (by :mod:`.dialect`) before polars runs it.
+#: translated (by :mod:`.sqlglot.dialect`) before polars runs it.
 S3SELECT_FUNCTIONS = ("DATE_ADD", "DATE_DIFF", "TO_TIMESTAMP", "UTCNOW")
 
 
@@ -140,7 +140,7 @@ class Analysis:
     def scanned(self, lf: pl.LazyFrame) -> pl.DataFrame:
         """The per-piece step over ``lf``, a scan by a reader that skips row groups by
         their statistics (polars' Parquet reader), collected. The scan is handed only the
-        part of the row filter its statistics judge exactly (:mod:`.scan_safe`); when that
+        part of the row filter its statistics judge exactly (:mod:`.pruning.scan_safe`); when that
         is not the whole filter, the whole filter then runs on the decoded frame, where no
         optimizer can push it back into the scan. polars' own errors are raised as they
         are (the readers fall back on them)."""

@@ -1,7 +1,7 @@
 """Making an :class:`~s3slice.query.analysis.Analysis`: a plain filter by polars' own parse
-(:mod:`.plain_filter`), anything else by sqlglot's (:mod:`.sqlglot_analysis`, imported
-only then); and its :class:`~s3slice.query.split_plan.Split`, planned by sqlglot
-(:mod:`.split`) only for a query that may combine rows.
+(:mod:`.polars.plain_filter`), anything else by sqlglot's (:mod:`.sqlglot.analysis`, imported
+only then); and its :class:`~s3slice.query.split.plan.Split`, planned by sqlglot
+(:mod:`.split.planner`) only for a query that may combine rows.
 
 An analysis depends only on its query (``UTCNOW()`` aside), so :func:`analyze` keeps the
 last ones it made: the cold start's check and every read of the same query share one.
@@ -15,9 +15,9 @@ from s3slice.core.errors import FilterSyntaxError, QueryError, plain
 from s3slice.core.model import Query
 from s3slice.query.analysis import SOURCE_TABLE, Analysis, reads_the_clock
 from s3slice.query.depth import check_depth, too_deep
-from s3slice.query.plain_filter import analyze_plain_filter
-from s3slice.query.polars_sql import check_text
-from s3slice.query.split_plan import Split, combines_rows
+from s3slice.query.polars.plain_filter import analyze_plain_filter
+from s3slice.query.polars.sql import check_text
+from s3slice.query.split.plan import Split, combines_rows
 
 #: How many analyses :func:`analyze` keeps (a function serves one query, or a few).
 CACHE_SIZE = 64
@@ -57,7 +57,7 @@ def _parsed(query: Query) -> Analysis:
     found = analyze_plain_filter(query)
     if found is not None:
         return found
-    from s3slice.query import sqlglot_analysis  # only when needed
+    from s3slice.query.sqlglot import analysis as sqlglot_analysis  # only when needed
     try:
         if query.sql is not None:
             return sqlglot_analysis.analyze_sql(query)
@@ -75,7 +75,7 @@ def split_for(analysis: Analysis) -> Split | None:
     cannot be split exactly."""
     if not combines_rows(analysis):
         return None
-    from s3slice.query.split import split_query  # only when needed
+    from s3slice.query.split.planner import split_query  # only when needed
     try:
         if analysis.sql is not None:
             split = split_query(analysis.sql)

@@ -3,7 +3,7 @@ deployment can refuse before anything runs (the CDK constructs call :func:`check
 at synth for every pipeline's and workflow's query).
 
 It imports only the standard library, sqlglot and the function's light modules (the
-request's parse in :mod:`s3slice.core.model`, the S3 Select dialect, :mod:`.sql`'s parse and
+request's parse in :mod:`s3slice.core.model`, the S3 Select dialect, :mod:`.sqlglot.sql`'s parse and
 sandbox), never polars, pyarrow or the engine. It refuses exactly what the function's own
 analysis refuses at parse and sandbox (it runs the same code): a query that does not parse
 (``FilterSyntaxError`` with S3 Select's error name), one that is not a single SELECT, reads
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from s3slice.core.model import Query, parse_query
-from s3slice.query.sql import parse_filter, parse_sql
+from s3slice.query.sqlglot.sql import parse_filter, parse_sql
 
 
 def check_query(raw: Mapping[str, Any]) -> Query:

@@ -1,6 +1,6 @@
 """S3 Select path expressions (``s.b.c``, ``s.tags[0]``, ``s.projects[1].name``), each a
 column of its own computed over the data. Finding them in a parsed query is
-:mod:`.path_rewrite`'s (it needs sqlglot; computing them needs only polars).
+:mod:`.sqlglot.path_rewrite`'s (it needs sqlglot; computing them needs only polars).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ column of ``Datetime(unit, zone)``; S3 Select and DuckDB (with its default ``Tim
 type: the same instant, at the column's unit (ns exact), in its zone; see
 :func:`with_utc_literals`. A naive column compares wall times.
 
-Run by :func:`s3slice.query.polars_sql.execute` once the frames (and so the columns'
+Run by :func:`s3slice.query.polars.sql.execute` once the frames (and so the columns'
 types) are known: the filter, the query and the statistics' comparisons (pruning) are
 rewritten by this one rule, so pruning stays exact.
 """
@@ -24,8 +24,8 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
-from s3slice.query.dialect import S3SelectDialect
-from s3slice.query.time_text import parse_timestamp_text, to_timestamp_sql
+from s3slice.query.coercion.time_text import parse_timestamp_text, to_timestamp_sql
+from s3slice.query.sqlglot.dialect import S3SelectDialect
 
 _TIMESTAMP_TYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,

@@ -52,8 +52,8 @@ import sqlglot
 from sqlglot import exp
 
 from s3slice.core.errors import QueryError
-from s3slice.query.split_sql import PolarsOrder, col, select_sql
-from s3slice.query.sql_errors import DECIMAL_OVERFLOW
+from s3slice.query.split.sql import PolarsOrder, col, select_sql
+from s3slice.query.sqlglot.sql_errors import DECIMAL_OVERFLOW
 
 #: The placeholder function of the final plan's template: ``MARK('kind', witness, e...)``.
 MARK = "__s3slice_typed"
@@ -312,7 +312,7 @@ def wide_sums(template: str, schema: pl.Schema, run: Callable[[str], pl.DataFram
     partials. The choice depends on the merged sums alone, never on the batching. A
     decimal sum whose exact value leaves decimal(38, s) raises :class:`QueryError` with
     polars' own words for it (:data:`DECIMAL_OVERFLOW`), which the engine names by the
-    query's sums (:func:`~.sql_errors.sum_overflow`)."""
+    query's sums (:func:`~s3slice.query.sqlglot.sql_errors.sum_overflow`)."""
     found = _check(template, tuple(schema.items()))
     if found is None:
         return frozenset()

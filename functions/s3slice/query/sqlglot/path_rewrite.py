@@ -8,8 +8,8 @@ from sqlglot import exp
 
 from s3slice.core.errors import FilterSyntaxError
 from s3slice.query.analysis import SOURCE_TABLE
-from s3slice.query.dialect import literal
 from s3slice.query.paths import PATH_PREFIX, Path
+from s3slice.query.sqlglot.dialect import literal
 
 
 def path_of(node: exp.Expr, qualifiers: set[str]) -> tuple[str, tuple[str | int, ...]] | None:

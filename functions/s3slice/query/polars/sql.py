@@ -155,9 +155,10 @@ def execute(sql: str, frames: Mapping[str, pl.LazyFrame], *,
 
 def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) -> str:
     """``sql`` with its literals read by the types of the columns they meet: a zone-less
-    timestamp as UTC against a zoned column (:mod:`.zones`), a number against a text
-    column as a comparison of numbers (:mod:`.text_numbers`). The modules, and sqlglot,
-    are imported only when the text names such a column and holds such a literal."""
+    timestamp as UTC against a zoned column (:mod:`~s3slice.query.coercion.zones`), a number
+    against a text column as a comparison of numbers
+    (:mod:`~s3slice.query.coercion.text_numbers`). The modules, and sqlglot, are imported only
+    when the text names such a column and holds such a literal."""
     timestamps = "TIMESTAMP" in sql.upper() or _ISO_TEXT.search(sql) is not None
     numbers = _NUMBER.search(_QUOTED.sub("''", sql)) is not None
     if not timestamps and not numbers:
@@ -181,7 +182,7 @@ def _typed_literals(sql: str, frames: Mapping[str, pl.LazyFrame], field: str) ->
         return sql
     from sqlglot.errors import ParseError, TokenError  # sqlglot only when needed
 
-    from s3slice.query import text_numbers, zones
+    from s3slice.query.coercion import text_numbers, zones
     try:
         out = (zones.with_text_casts(sql, frozenset(_named(sql, strings)),
                                      frozenset(_named(sql, times))) if casts else sql)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from s3slice.core.errors import QueryError
-from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.sqlglot.dialect import S3SelectDialect
 
 
 class PolarsOrder(S3SelectDialect):

@@ -19,7 +19,7 @@ on the decoded frame.
 
 from __future__ import annotations
 
-from s3slice.query import predicate as P
+from s3slice.query.pruning import predicate as P
 
 
 def exact(pred: P.Pred) -> bool:

@@ -75,7 +75,7 @@ aggregate query, ORDER BY/LIMIT
 ================================  ===============================  ==========================
 
 Numerics. Counts, integer and decimal sums, MIN and MAX are exact for any batching and
-any values the types allow: :mod:`.split_types` sums each partial in Int128 (kept as
+any values the types allow: :mod:`.types` sums each partial in Int128 (kept as
 Decimal(38, 0) in the partial frame, which Parquet holds) and types the merged sum by a
 witness of the argument's own type (``final_sql`` is a template :meth:`Split.final_plan`
 resolves for the partials' schema). SUM of Int32/UInt32 answers an exact Int64 where
@@ -113,10 +113,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from s3slice.core.errors import FilterSyntaxError, QueryError
-from s3slice.query.split_aggregate import AggregateSplit
-from s3slice.query.split_plan import Split
-from s3slice.query.split_rows import rows_split
-from s3slice.query.split_shape import (
+from s3slice.query.split.aggregate import AggregateSplit
+from s3slice.query.split.plan import Split
+from s3slice.query.split.rows import rows_split
+from s3slice.query.split.shape import (
     clauses,
     combines,
     known_aggregates,
@@ -124,7 +124,7 @@ from s3slice.query.split_shape import (
     queries,
     refuse_everywhere,
 )
-from s3slice.query.split_sql import PolarsOrder, aggregates, limit_of
+from s3slice.query.split.sql import PolarsOrder, aggregates, limit_of
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,6 +1,6 @@
 """Query analysis by sqlglot's parse in the S3 Select dialect: every SQL query, and the
-filters polars' own parse does not cover (:mod:`.plain_filter`): paths, qualified names,
-S3 Select's functions, any call. sqlglot is imported only when such a query comes.
+filters polars' own parse does not cover (:mod:`~s3slice.query.polars.plain_filter`): paths,
+qualified names, S3 Select's functions, any call. sqlglot is imported only when such a query comes.
 
 SQL and filters are parsed and sandboxed by :mod:`.sql`; path expressions become columns of
 their own (:mod:`.path_rewrite`); the pushable part of WHERE becomes the pruning predicate
@@ -12,13 +12,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from s3slice.core.model import Query
-from s3slice.query import predicate as P
 from s3slice.query.analysis import SOURCE_TABLE, Analysis, check_filter
-from s3slice.query.path_rewrite import PathRewriter, column_names, qualifiers_of
 from s3slice.query.paths import Path
-from s3slice.query.polars_sql import check_text
-from s3slice.query.pushdown import to_predicate
-from s3slice.query.sql import (
+from s3slice.query.polars.sql import check_text
+from s3slice.query.pruning import predicate as P
+from s3slice.query.sqlglot.path_rewrite import PathRewriter, column_names, qualifiers_of
+from s3slice.query.sqlglot.pushdown import to_predicate
+from s3slice.query.sqlglot.sql import (
     distinct_names,
     generated,
     parse_filter,

@@ -12,7 +12,8 @@ the argument's own SQL, so that one expression serves a naive and a zoned column
 - ``TO_STRING(ts, pattern)`` formats the column's own wall time (a zoned column's in its
   zone, a naive one's as UTC) and its offset (``X``: ``Z`` at UTC, ``x``: ``+00``).
 
-The lowest layer of the query package with :mod:`.dialect`: it imports nothing of it.
+The lowest layer of the query package with :mod:`~s3slice.query.sqlglot.dialect`: it imports
+nothing of it.
 """
 
 from __future__ import annotations

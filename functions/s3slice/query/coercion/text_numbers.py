@@ -7,9 +7,9 @@ the query with a :class:`QueryError` naming the column and the value (MinIO: "Co
 convert … to a number", DuckDB: "Could not convert string … to INT32"), never an answer
 that silently matches nothing. polars alone compares ``=`` and ``IN`` as text and refuses
 ``>``. Statistics of a text column never prune such a comparison (text order is not
-numeric order): see :func:`s3slice.query.bounds.compare_all`.
+numeric order): see :func:`s3slice.query.pruning.bounds.compare_all`.
 
-Run by :func:`s3slice.query.polars_sql.execute` once the columns' types are known.
+Run by :func:`s3slice.query.polars.sql.execute` once the columns' types are known.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from s3slice.query.dialect import S3SelectDialect
+from s3slice.query.sqlglot.dialect import S3SelectDialect
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
                 exp.NullSafeNEQ)

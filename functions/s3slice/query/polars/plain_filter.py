@@ -6,7 +6,7 @@ later runs, unchanged (nothing in it needs translating), and the columns and the
 predicate are read off its expression tree (``Expr.meta.serialize``, polars' own format,
 pinned with polars). Anything else (paths, qualified names, S3 Select's functions, any
 other call, operator or literal, or a tree this polars shapes otherwise) gives None, and
-sqlglot's analysis (:mod:`.sqlglot_analysis`), the reference, decides: a property test
+sqlglot's analysis (:mod:`~s3slice.query.sqlglot.analysis`), the reference, decides: a property test
 holds the two equal on every filter this module accepts. A filter that polars cannot
 parse is also left to sqlglot, whose error names what is wrong.
 
@@ -27,11 +27,11 @@ import polars as pl
 
 from s3slice.core.errors import is_native_panic
 from s3slice.core.model import Query
-from s3slice.query import predicate as P
 from s3slice.query.analysis import Analysis, uses_s3select_functions
-from s3slice.query.bounds import is_constant
 from s3slice.query.paths import PATH_PREFIX
-from s3slice.query.polars_sql import reads_one_way
+from s3slice.query.polars.sql import reads_one_way
+from s3slice.query.pruning import predicate as P
+from s3slice.query.pruning.bounds import is_constant
 
 _COMPARISONS: dict[str, P.CmpOp] = {"Eq": "=", "NotEq": "!=", "Lt": "<", "LtEq": "<=",
                                     "Gt": ">", "GtEq": ">="}
@@ -169,7 +169,7 @@ class _TreeReader:
 
 
 def _exact(cmp: P.Cmp, node: Any) -> P.Pred:
-    """``cmp`` when its constant's SQL text (:func:`~s3slice.query.predicate.literal_sql`,
+    """``cmp`` when its constant's SQL text (:func:`~s3slice.query.pruning.predicate.literal_sql`,
     which the statistics are judged with) is one polars reads as the very constant of
     ``node``; else nothing to prune by."""
     text = cmp.text

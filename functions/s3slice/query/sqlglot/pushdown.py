@@ -1,5 +1,6 @@
 """Predicate pushdown: the part of a WHERE condition that row-group statistics, page
-indexes, Bloom filters and partition values can judge, as a :mod:`.predicate` tree.
+indexes, Bloom filters and partition values can judge, as a
+:mod:`~s3slice.query.pruning.predicate` tree.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from s3slice.query import predicate as P
-from s3slice.query.dialect import literal
 from s3slice.query.paths import PATH_PREFIX
+from s3slice.query.pruning import predicate as P
+from s3slice.query.sqlglot.dialect import literal
 
 _CMP: dict[type[exp.Expr], P.CmpOp] = {
     exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",

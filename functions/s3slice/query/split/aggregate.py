@@ -1,5 +1,5 @@
 """The split of an aggregate query (with or without ``GROUP BY``): partial states per
-group of each batch, merged by the final plan (see :mod:`.split` for what each aggregate
+group of each batch, merged by the final plan (see :mod:`.planner` for what each aggregate
 becomes).
 """
 
@@ -10,9 +10,9 @@ import dataclasses
 from sqlglot import exp
 
 from s3slice.core.errors import QueryError
-from s3slice.query.split_plan import PARTIALS_TABLE
-from s3slice.query.split_shape import VARIANCE
-from s3slice.query.split_sql import (
+from s3slice.query.split.plan import PARTIALS_TABLE
+from s3slice.query.split.shape import VARIANCE
+from s3slice.query.split.sql import (
     PREFIX,
     agg_name,
     aggregates,
@@ -25,7 +25,7 @@ from s3slice.query.split_sql import (
     strip,
     unalias,
 )
-from s3slice.query.split_types import as_double, pooled_means, sum_parts, typed, widened
+from s3slice.query.split.types import as_double, pooled_means, sum_parts, typed, widened
 
 
 @dataclasses.dataclass
@@ -179,7 +179,7 @@ class AggregateSplit:
 
     def witness(self, arg: exp.Expr) -> str:
         """A partial column of ``arg``'s own type (its MIN), by which the final step types
-        the exact merged value (:mod:`.split_types`)."""
+        the exact merged value (:mod:`.types`)."""
         return self.state(exp.Min(this=arg.copy()), "min")
 
     def exact_sums(self, arg: exp.Expr) -> list[exp.Expr]:

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeAlias
 
 import polars as pl
 
-from s3slice.query import bounds as B
+from s3slice.query.pruning import bounds as B
 
 CmpOp = Literal["=", "!=", "<", "<=", ">", ">="]
 FLIP: dict[str, CmpOp] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}

@@ -15,7 +15,7 @@ from sqlglot import exp, generator, parser
 from sqlglot.dialects.dialect import Dialect
 
 from s3slice.core.errors import FilterSyntaxError
-from s3slice.query.time_text import (
+from s3slice.query.coercion.time_text import (
     offset_seconds_sql,
     parse_timestamp_text,
     to_string_sql,
@@ -118,7 +118,7 @@ def _date_diff(args: Sequence[exp.Expr]) -> exp.Expr:
 def _to_timestamp(args: Sequence[exp.Expr]) -> exp.Expr:
     """TO_TIMESTAMP(text): an ISO 8601 timestamp (``2024T``, ``2024-05-01T``,
     ``…T10:30Z``, ``…T10:30:15.5+02:00``) as the UTC timestamp without time zone of the
-    instant it names (:mod:`.time_text`)."""
+    instant it names (:mod:`~s3slice.query.coercion.time_text`)."""
     _arity(args, 1, "TO_TIMESTAMP")
     text = args[0]
     if isinstance(text, exp.Literal) and text.is_string:
@@ -137,7 +137,7 @@ def _to_timestamp(args: Sequence[exp.Expr]) -> exp.Expr:
 
 def _to_string(args: Sequence[exp.Expr]) -> exp.Expr:
     """TO_STRING(timestamp, pattern): the timestamp as text, by S3 Select's pattern
-    letters (:func:`~s3slice.query.time_text.to_string_sql`)."""
+    letters (:func:`~s3slice.query.coercion.time_text.to_string_sql`)."""
     _arity(args, 2, "TO_STRING")
     pattern = args[1]
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from s3slice.core.errors import QueryError
-from s3slice.query.split_sql import agg_name
+from s3slice.query.split.sql import agg_name
 
 # The aggregates split exactly; every other aggregate is refused by name.
 SIMPLE = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)

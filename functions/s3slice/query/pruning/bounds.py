@@ -15,7 +15,7 @@ from typing import Any, Literal
 import polars as pl
 
 from s3slice.core.errors import is_native_panic
-from s3slice.query.polars_sql import execute, reads_one_way
+from s3slice.query.polars.sql import execute, reads_one_way
 
 Op = Literal["=", "!=", "<", "<=", ">", ">="]
 OPS: tuple[Op, ...] = ("<", "<=", "=", ">=", ">", "!=")
@@ -67,8 +67,8 @@ def compare_all(values: list[Any], dtype: pl.DataType, constants: Sequence[tuple
     compare the column with a constant."""
     if dtype == pl.String and any(isinstance(v, int | float | decimal.Decimal)
                                   for _, v in constants):
-        # A number compares with text as numbers (:mod:`.text_numbers`): text order is
-        # not numeric order, so the statistics judge nothing.
+        # A number compares with text as numbers (:mod:`~s3slice.query.coercion.text_numbers`):
+        # text order is not numeric order, so the statistics judge nothing.
         raise Refused
     try:
         series = values_series(values, dtype)

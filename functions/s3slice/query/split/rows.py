@@ -7,8 +7,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from s3slice.core.errors import QueryError
-from s3slice.query.split_plan import PARTIALS_TABLE
-from s3slice.query.split_sql import (
+from s3slice.query.split.plan import PARTIALS_TABLE
+from s3slice.query.split.sql import (
     PREFIX,
     col,
     integer,

@@ -12,10 +12,10 @@ from sqlglot.errors import ParseError, TokenError
 from s3slice.core.errors import FilterSyntaxError, ForbiddenQueryError, QueryError, plain
 from s3slice.core.model import MAX_ROWS
 from s3slice.query.depth import check_depth, too_deep
-from s3slice.query.dialect import S3SelectDialect
 from s3slice.query.source import FILE_FUNCTION_PREFIXES, SOURCE_TABLE
-from s3slice.query.split_sql import polars_name
-from s3slice.query.sql_errors import describe, describe_token_error
+from s3slice.query.split.sql import polars_name
+from s3slice.query.sqlglot.dialect import S3SelectDialect
+from s3slice.query.sqlglot.sql_errors import describe, describe_token_error
 
 # polars SQL's table functions (read_csv, read_parquet, read_json, read_ndjson, read_ipc)
 # and anything named like one: no query may call them anywhere.

@@ -1,5 +1,5 @@
 """A split query as it runs: the partial plan over each batch and the final plan over the
-partials (:class:`Split`, polars SQL only). Planning one is :mod:`.split`'s, which needs
+partials (:class:`Split`, polars SQL only). Planning one is :mod:`.planner`'s, which needs
 sqlglot; a query that cannot combine rows never needs it (:func:`combines_rows`).
 """
 
@@ -14,7 +14,7 @@ import polars as pl
 from s3slice.core.errors import QueryError, S3SliceError
 from s3slice.query.analysis import SOURCE_TABLE, Analysis
 from s3slice.query.paths import with_paths
-from s3slice.query.polars_sql import execute
+from s3slice.query.polars.sql import execute
 
 #: The table the final plan reads the partials from.
 PARTIALS_TABLE = "partials"
@@ -38,7 +38,7 @@ class Split:
     aggregate: bool
     #: The partial columns holding exact sums: Int128 in the plan, Decimal(38, 0) in the
     #: partial frame (Parquet holds it); ``final_sql`` is then a template the partials'
-    #: schema types (:mod:`.split_types`).
+    #: schema types (:mod:`.types`).
     wide: tuple[str, ...] = ()
 
     def partial(self, batch: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
@@ -46,12 +46,12 @@ class Split:
         sql = self.partial_plan(batch.lazy().collect_schema())
         if not self.aggregate:
             return _execute(sql, {SOURCE_TABLE: batch.lazy()})
-        from s3slice.query.split_types import wide_partials  # a split query has sqlglot
+        from s3slice.query.split.types import wide_partials  # a split query has sqlglot
         return wide_partials(_execute(sql, {SOURCE_TABLE: batch.lazy()}), self.wide)
 
     def partial_plan(self, schema: Mapping[str, pl.DataType]) -> str:
         """The partial plan's SQL over a batch of ``schema``: an aggregate's template with
-        each exact sum's parts typed by its argument (:func:`~.split_types.sum_parts`)."""
+        each exact sum's parts typed by its argument (:func:`~.types.sum_parts`)."""
         if not self.aggregate:
             return self.partial_sql
         return _partial_plan(self.partial_sql, tuple(schema.items()))
@@ -60,10 +60,10 @@ class Split:
                    wide: frozenset[str] = frozenset()) -> str:
         """The final plan's SQL over partials of ``schema``: an aggregate's template with
         each exact sum, average and variance cast to its answer's type (the integer sums
-        in ``wide`` as Decimal(38, 0): :func:`~.split_types.wide_sums`)."""
+        in ``wide`` as Decimal(38, 0): :func:`~.types.wide_sums`)."""
         if not self.aggregate:
             return self.final_sql
-        from s3slice.query.split_types import resolve
+        from s3slice.query.split.types import resolve
         return resolve(self.final_sql, pl.Schema(schema), wide)
 
     def final(self, partials: Iterable[pl.LazyFrame | pl.DataFrame], *,
@@ -79,7 +79,7 @@ class Split:
         kinds = merged.collect_schema()
         wide: frozenset[str] = frozenset()
         if self.aggregate:  # an integer sum beyond its type is answered wider, exact
-            from s3slice.query.split_types import wide_sums
+            from s3slice.query.split.types import wide_sums
             merged = merged.collect().lazy()  # the partials are read once
             wide = wide_sums(self.final_sql, kinds, lambda sql: _execute(
                 sql, {PARTIALS_TABLE: merged}).collect())
@@ -115,7 +115,7 @@ class Split:
 def _partial_plan(template: str, schema: tuple[tuple[str, pl.DataType], ...]) -> str:
     """:meth:`Split.partial_plan`, once per query and batch schema (a warm function reads
     many objects of one schema)."""
-    from s3slice.query.split_types import resolve_partial  # a split query has sqlglot
+    from s3slice.query.split.types import resolve_partial  # a split query has sqlglot
     empty = pl.DataFrame(schema=dict(schema)).lazy()
 
     def types_of(exprs: list[str]) -> list[pl.DataType]:
@@ -128,7 +128,7 @@ def _partial_plan(template: str, schema: tuple[tuple[str, pl.DataType], ...]) ->
 def _answer_type(have: pl.DataType, polars: pl.DataType) -> pl.DataType:
     """The type of an answer's column: polars', but an exact integer sum where polars' type
     would wrap (an Int64 sum of Int32 values, a Decimal(38, 0) sum beyond Int64:
-    :mod:`.split_types`) keeps its own."""
+    :mod:`.types`) keeps its own."""
     if polars.is_integer() and (have.is_decimal() or (
             have.is_integer() and _bits(have) > _bits(polars))):
         return have
@@ -149,7 +149,7 @@ def used_split(analysis: Analysis, split: Split | None, objects: int,
     """``split`` as one process's read of ``objects`` uses it, over their ``rows``: never
     without objects, nor for one object's rows (they stand alone), but an aggregate's even
     for one object, so that its sums are exact whatever the batching
-    (:mod:`.split_types`); and not when its partial plan cannot run on rows of this schema
+    (:mod:`.types`); and not when its partial plan cannot run on rows of this schema
     (``AVG`` of a date has no exact sum): polars then answers the rows whole."""
     if split is None or objects == 0 or (objects == 1 and not split.aggregate):
         return None
