@@ -24,8 +24,8 @@ from s3slice import (
 )
 from s3slice.core.model import Query
 from s3slice.core.ranges import Held
-from s3slice.query.pruning import predicate as P
 from s3slice.query.analyzer import analyze
+from s3slice.query.pruning import predicate as P
 from tests.functional.page_index_files import (
     BUCKET,
     any_footer_is_parsed,  # noqa: F401 - autouse: small files' page index parsed
