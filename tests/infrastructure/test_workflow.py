@@ -12,11 +12,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from s3slice_cdk.service_errors import load_error_types
-from s3slice_cdk.workflow import (
-    LAMBDA_RETRYABLE_ERRORS,
-    Workflow,
-    WorkflowProps,
-)
+from s3slice_cdk.workflow import LAMBDA_RETRYABLE_ERRORS, Workflow, WorkflowProps
 from tests.infrastructure.support import REPO_DIR, bare_stack, state_machine_definition
 
 pytestmark = pytest.mark.infrastructure
