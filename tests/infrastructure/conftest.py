@@ -1,4 +1,5 @@
-"""Fixtures for the CDK tests: a stand-in layer, and stacks synthesized once per session.
+"""Fixtures for the CDK tests: a stand-in layer, and stacks synthesized once per session;
+and for the layer tests (``test_layer*.py``), the real layers, built once per session.
 
 The real layer (``layers/build/<arch>``: 199 MiB for arm64, 225 MiB for x86_64) is built
 and measured by ``test_layer.py``; here a tiny directory with ``python/`` stands in for
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,6 +23,9 @@ from tests.infrastructure.support import (
     make_stand_in_layer,
     synthesize,
 )
+
+if TYPE_CHECKING:
+    from tests.infrastructure.layer_build import Built
 
 # jsii's node runtime prints a banner on Node versions past their end of life; the CDK
 # works on them all the same. (Set before aws_cdk is first imported.)
@@ -59,3 +64,24 @@ def snap_start_stack(stand_in_layer: Path,
     """The default stack with ``snapStart=true`` (and the 512 MB of /tmp SnapStart allows)."""
     return synthesize({**SNAP_START_CONTEXT, "layerDir": str(stand_in_layer)},
                       tmp_path_factory.mktemp("snap-start"))
+
+
+@pytest.fixture(scope="session", params=["arm64", "x86_64"])
+def layer(request: pytest.FixtureRequest) -> Built:
+    """The deployable layer for one architecture, Python 3.13, in layers/build/<arch>."""
+    from layers.layerbuild.layout import BUILD_ROOT
+    from tests.infrastructure.layer_build import _build
+
+    arch: str = request.param
+    built = _build("--arch", arch, "--python", "3.13", out=BUILD_ROOT / arch)
+    assert (built.report["arch"], built.report["python"]) == (arch, "3.13")
+    return built
+
+
+@pytest.fixture(scope="session")
+def native_layer() -> Built:
+    """The same requirements built for this machine and this interpreter."""
+    from layers.layerbuild.layout import BUILD_ROOT
+    from tests.infrastructure.layer_build import _build
+
+    return _build("--native", out=BUILD_ROOT / "native")

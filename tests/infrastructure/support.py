@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from aws_cdk.assertions import Template
 
     from s3slice_app import S3SliceStack
+    from s3slice_app.settings import StackSettings
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 CDK_DIR = REPO_DIR / "cdk"
@@ -126,3 +127,10 @@ def state_machine_definition(template_json: Mapping[str, Any]) -> dict[str, Any]
     parsed = json.loads(definition)
     assert isinstance(parsed, dict)
     return parsed
+
+
+def from_context(**context: Any) -> StackSettings:
+    """The app's settings from ``context`` alone (no cdk.json)."""
+    from s3slice_app.settings import StackSettings
+
+    return StackSettings.from_context(context.get)

@@ -84,7 +84,7 @@ import sys
 import aws_cdk as cdk
 import cdk_nag
 
-from tests.infrastructure.test_pipeline import three_pipelines
+from tests.infrastructure.pipelines import three_pipelines
 
 stack = three_pipelines(Path(sys.argv[1]))
 if len(sys.argv) > 2:  # the control: one grant no acknowledgment covers

@@ -1,7 +1,7 @@
 """Iceberg tables through the whole synthesized state machine: moto's States Language
 interpreter runs the definition, its Lambda tasks run by the real handler in this process
 against the tests' S3 server (``test_workflow_execution.py`` describes the interpreter and
-its seams, :func:`~tests.infrastructure.test_workflow_execution.interpreter`).
+its seams, :func:`~tests.infrastructure.state_machine_run.interpreter`).
 
 An input whose ``source`` is a table takes the table path: the ``Source`` choice, the
 planning step (``PlanTable``, which writes the snapshot's planned data files as a JSON
@@ -43,7 +43,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.infrastructure.test_workflow_execution import (
+from tests.infrastructure.state_machine_run import (
     OUT,
     OUTPUT,
     OUTPUT_URI,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,12 +11,9 @@ import pytest
 from s3slice_app.settings import StackSettings
 from s3slice_cdk.contract import REPO_DIR
 from s3slice_cdk.settings import SettingsError
+from tests.infrastructure.support import from_context
 
 pytestmark = pytest.mark.infrastructure
-
-
-def from_context(**context: Any) -> StackSettings:
-    return StackSettings.from_context(context.get)
 
 
 def test_documented_defaults() -> None:
@@ -308,7 +303,6 @@ def test_lists_of_keys_and_accounts_are_parsed() -> None:
     assert settings.alarm_email == "ops@acme.example"
 
 
-
 # ----------------------------------------------------------------------------- glueTables
 @pytest.mark.parametrize("raw", [
     "sales.orders, ops.run_log-2",            # the command line: comma-separated
@@ -356,126 +350,3 @@ def test_glue_tables_of_another_type_are_refused(raw: Any) -> None:
 def test_the_longest_glue_names_are_accepted() -> None:
     name = "d" * 255 + "." + "t_-9" * 63 + "t_-"
     assert from_context(glueTables=name).glue_tables == (name,)
-
-
-# ------------------------------------------------------------- the function's contract
-def test_output_formats_and_query_fields_are_the_functions() -> None:
-    """The settings validate with the function's own names (``functions/s3slice/core/
-    contract.py``, read by path), and the ``OutputFormat`` type agrees with them."""
-    from typing import get_args
-
-    from s3slice.core import contract as function_contract  # the package, as Lambda runs it
-    from s3slice_cdk import settings
-
-    assert settings.OUTPUT_FORMATS == function_contract.OUTPUT_FORMATS
-    assert set(get_args(settings.OutputFormat)) == set(function_contract.OUTPUT_FORMATS)
-    assert settings.QUERY_FIELDS == function_contract.QUERY_FIELDS
-    for output_format in function_contract.OUTPUT_FORMATS:
-        assert from_context(outputFormat=output_format).output_format == output_format
-    with pytest.raises(SettingsError) as refused:
-        from_context(outputFormat="xml")
-    assert all(f in str(refused.value) for f in function_contract.OUTPUT_FORMATS)
-    every_field = dict.fromkeys(function_contract.QUERY_FIELDS)
-    assert set(from_context(query=json.dumps(every_field)).query) == (
-        function_contract.QUERY_FIELDS)
-    with pytest.raises(SettingsError) as unknown:
-        from_context(query=json.dumps({**every_field, "colums": ["a"]}))
-    assert "'colums'" in str(unknown.value)
-    assert all(repr(f) in str(unknown.value) for f in function_contract.QUERY_FIELDS)
-
-
-def test_the_contract_is_read_without_the_function_package() -> None:
-    """The CDK app reads the function's contract and error tree by path: neither the
-    ``s3slice`` package nor polars is imported (a fresh interpreter, as ``cdk synth``)."""
-    import subprocess
-
-    from tests.infrastructure.support import CDK_DIR
-
-    script = (
-        "import importlib.util, sys\n"
-        f"sys.path.insert(0, {str(CDK_DIR)!r})\n"
-        "spec = importlib.util.spec_from_file_location(\n"
-        f"    's3slice_cdk.contract', {str(CDK_DIR / 's3slice_cdk' / 'contract.py')!r})\n"
-        "contract = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(contract)\n"
-        "errors = contract.load_function_module(\n"
-        "    contract.FUNCTION_PACKAGE_DIR / 'core' / 'errors.py')\n"
-        "assert errors.error_types(retryable=False), errors\n"
-        "loaded = sorted(n for n in sys.modules if n.split('.')[0] in ('s3slice', 'polars'))\n"
-        "print(contract.OUTPUT_FORMATS, contract.PARTIALS, loaded)\n"
-        "assert not loaded, loaded\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
-    from s3slice.core import contract as function_contract
-
-    assert repr(function_contract.OUTPUT_FORMATS) in result.stdout
-    assert function_contract.PARTIALS in result.stdout
-
-
-def test_a_malformed_contract_is_refused(tmp_path: Path) -> None:
-    from s3slice_cdk.contract import load_function_module, name, names
-
-    path = tmp_path / "contract.py"
-    path.write_text('FORMATS = ("parquet", "parquet")\nEMPTY = ()\nFIELDS = frozenset({"a"})\n'
-                    'TEXT = "parquet"\nNESTED = "a/b"\nOK = "_partials"\n')
-    module = load_function_module(path)
-    assert names(module, "FIELDS") == ("a",)
-    assert name(module, "OK") == "_partials"
-    for attribute in ("FORMATS", "EMPTY", "TEXT", "MISSING"):
-        with pytest.raises(TypeError, match=attribute):
-            names(module, attribute)
-    for attribute in ("NESTED", "EMPTY", "MISSING"):
-        with pytest.raises(TypeError, match=attribute):
-            name(module, attribute)
-    broken = tmp_path / "broken.py"
-    broken.write_text("def oops(:\n")
-    with pytest.raises(SyntaxError):
-        load_function_module(broken)
-    assert not [m for m in sys.modules if m.endswith("_function.broken")]
-
-
-# ----------------------------------------------------------------------------- snapStart
-def test_snap_start_is_parsed() -> None:
-    assert from_context(snapStart="true", ephemeralStorageSize="512").snap_start is True
-    assert from_context(snapStart=True, ephemeralStorageSize=512).snap_start is True
-    assert from_context(snapStart="false").snap_start is False
-
-
-@pytest.mark.parametrize(("context", "key", "detail"), [
-    # SnapStart supports the Python 3.12+ managed runtimes only
-    ({"pythonVersion": "3.11", "ephemeralStorageSize": "512"}, "pythonVersion",
-     "3.11 cannot be used with snapStart=true.*3.12, 3.13, 3.14"),
-    # ... and at most 512 MB of /tmp: the default 4096 is refused, not silently shrunk
-    ({}, "ephemeralStorageSize", "4096 MB cannot be used with snapStart=true.*512"),
-    ({"ephemeralStorageSize": "513"}, "ephemeralStorageSize", "513 MB"),
-    ({"ephemeralStorageSize": "10240", "pythonVersion": "3.12"}, "ephemeralStorageSize",
-     "10240 MB"),
-])
-def test_snap_start_refuses_what_lambda_does_not_support(context: dict[str, Any], key: str,
-                                                         detail: str) -> None:
-    with pytest.raises(SettingsError, match=f"^{key}: {detail}"):
-        from_context(snapStart="true", **context)
-    # the same values are fine without SnapStart
-    assert from_context(**context).snap_start is False
-
-
-@pytest.mark.parametrize("python_version", ["3.12", "3.13", "3.14"])
-@pytest.mark.parametrize("architecture", ["arm64", "x86_64"])
-def test_snap_start_accepts_every_supported_combination(python_version: str,
-                                                        architecture: str) -> None:
-    """Python 3.12+ on either architecture, with 512 MB of /tmp (Lambda's minimum)."""
-    settings = from_context(snapStart="true", pythonVersion=python_version,
-                            ephemeralStorageSize="512", architecture=architecture)
-    assert settings.snap_start is True
-    assert settings.ephemeral_storage_size == 512
-
-
-def test_snap_start_versions_are_cdks() -> None:
-    """The settings' list of SnapStart runtimes is exactly the ones CDK says support it."""
-    from s3slice_cdk import function
-    from s3slice_cdk.settings import PYTHON_VERSIONS, SNAPSTART_PYTHON_VERSIONS
-
-    assert SNAPSTART_PYTHON_VERSIONS == ("3.12", "3.13", "3.14")
-    assert {v for v in PYTHON_VERSIONS
-            if function._RUNTIMES[v].supports_snap_start} == set(SNAPSTART_PYTHON_VERSIONS)

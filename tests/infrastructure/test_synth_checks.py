@@ -295,7 +295,7 @@ def test_each_pipeline_outputs_its_parts(stand_in_layer: Path) -> None:
 def test_a_standalone_workflow_outputs_its_parts() -> None:
     """A ``Workflow`` of its own has outputs for its state machine, function and log; the
     composing constructs that name them already turn them off."""
-    from tests.infrastructure.test_workflow import build
+    from tests.infrastructure.workflow_construct import build
 
     workflow, template = build()
     stack = cdk.Stack.of(workflow)

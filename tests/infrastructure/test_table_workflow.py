@@ -18,9 +18,9 @@ from cdk_nag import AwsSolutionsChecks
 
 from s3slice_cdk import PipelineWorkflowProps, SettingsError
 from s3slice_cdk.grants import BucketPrefix
+from tests.infrastructure.pipelines import bucket, pipeline, reader
 from tests.infrastructure.support import bare_stack, state_machine_definition
-from tests.infrastructure.test_pipeline import bucket, pipeline, reader
-from tests.infrastructure.test_workflow import (
+from tests.infrastructure.workflow_construct import (
     FUNCTION_ARN,
     PSEUDO,
     allows,

@@ -7,36 +7,14 @@ from typing import Any
 
 import pytest
 from aws_cdk import Duration, Stack
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from s3slice_cdk.service_errors import load_error_types
-from s3slice_cdk.workflow import (
-    LAMBDA_RETRYABLE_ERRORS,
-    Workflow,
-    WorkflowProps,
-)
-from tests.infrastructure.support import REPO_DIR, bare_stack, state_machine_definition
+from s3slice_cdk.workflow import LAMBDA_RETRYABLE_ERRORS, Workflow
+from tests.infrastructure.support import REPO_DIR, state_machine_definition
+from tests.infrastructure.workflow_construct import FUNCTION_ARN, build, task_state
 
 pytestmark = pytest.mark.infrastructure
-
-FUNCTION_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:s3slice"
-
-
-def build(**overrides: Any) -> tuple[Workflow, Template]:
-    stack = bare_stack()
-    props: dict[str, Any] = {
-        "function": lambda_.Function.from_function_arn(stack, "Fn", FUNCTION_ARN),
-        "default_bucket_name": "acme-in",
-        "default_prefix": "incoming/",
-        "default_query": {"columns": ["a"]},
-        "default_output_uri": "s3://acme-out/results/",
-        "results_bucket": s3.Bucket.from_bucket_name(stack, "Results", "acme-out"),
-        "results_prefix": "workflow-results/",
-    }
-    workflow = Workflow(stack, "Workflow", props=WorkflowProps(**{**props, **overrides}))
-    return workflow, Template.from_stack(stack)
 
 
 @pytest.fixture(scope="module")
@@ -234,14 +212,6 @@ def test_results_are_written_to_s3(distributed_map: dict[str, Any]) -> None:
     assert writer["Parameters"] == {"Bucket": "acme-out", "Prefix": "workflow-results/"}
 
 
-def task_state(distributed_map: dict[str, Any]) -> dict[str, Any]:
-    processor = distributed_map["ItemProcessor"]
-    task = processor["States"][processor["StartAt"]]
-    assert task["Type"] == "Task"
-    assert isinstance(task, dict)
-    return task
-
-
 def test_retries_and_catches_the_error_contract(distributed_map: dict[str, Any]) -> None:
     from s3slice import error_types  # the function package itself, as Lambda runs it
 
@@ -371,124 +341,3 @@ def test_settings_reach_the_definition() -> None:
     assert state["ResultWriter"]["Parameters"]["Prefix"] == "runs/"
     assert definition["States"]["Defaults"]["Parameters"]["defaults"]["output"]["format"] == (
         "json")
-
-
-# --------------------------------------------------------------------- the partials' grants
-#: The pseudo parameters of the imported stack's ARNs, resolved for the evaluation.
-PSEUDO = {"AWS::Partition": "aws", "AWS::AccountId": "123456789012"}
-
-
-def resolved(value: Any) -> Any:
-    """A policy value with ``Ref`` to pseudo parameters and ``Fn::Join`` resolved; any
-    other token stays ``<token>`` (it then matches nothing)."""
-    if isinstance(value, list):
-        return [resolved(v) for v in value]
-    if isinstance(value, dict):
-        if "Fn::Join" in value:
-            separator, parts = value["Fn::Join"]
-            return separator.join(str(resolved(p)) for p in parts)
-        if set(value) == {"Ref"}:
-            return PSEUDO.get(value["Ref"], "<token>")
-        if len(value) == 1 and next(iter(value)).startswith("Fn::"):
-            return "<token>"
-        return {k: resolved(v) for k, v in value.items()}
-    return value
-
-
-def listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def allows(statements: list[dict[str, Any]], action: str, resource: str,
-           context: dict[str, str]) -> bool:
-    """Whether an Allow statement covers the request: IAM's wildcards (``*`` any run of
-    characters, ``/`` included; ``?`` one) in actions, resources and ``StringLike``;
-    ``StringEquals`` exactly. (The stack's policies have no Deny and no other operator.)"""
-    import fnmatch
-
-    def like(text: str, pattern: str) -> bool:
-        return fnmatch.fnmatchcase(text, pattern.replace("[", "[[]"))
-
-    for statement in statements:
-        assert statement["Effect"] == "Allow"
-        if not any(like(action.lower(), a.lower()) for a in listed(statement["Action"])):
-            continue
-        if not any(like(resource, str(r)) for r in listed(statement["Resource"])):
-            continue
-        conditions = statement.get("Condition", {})
-        assert set(conditions) <= {"StringEquals", "StringLike"}, conditions
-        if all(context.get(key) in listed(values)
-               for key, values in conditions.get("StringEquals", {}).items()) and all(
-                context.get(key) is not None
-                and any(like(context[key], v) for v in listed(values))
-                for key, values in conditions.get("StringLike", {}).items()):
-            return True
-    return False
-
-
-def role_statements(synth: Any, role: Any) -> list[dict[str, Any]]:
-    role_id = synth.logical_id(role)
-    return [resolved(statement)
-            for policy in synth.resources("AWS::IAM::Policy").values()
-            if {"Ref": role_id} in policy["Properties"]["Roles"]
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]]
-
-
-WRITE = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject")
-
-
-def test_partials_are_written_and_deleted_under_the_output_prefix_grant_only(
-        imported_stack: Any) -> None:
-    """The partials (``<output uri>_partials/<run>/``, written by the batches, deleted by
-    the reduce) are covered by the function's one write grant, the output prefix
-    (``outputBucket=acme-results``, ``outputPrefix=sliced/``), which it needs anyway to
-    roll back a failed multi-object request; nothing wider is granted: not the bucket,
-    not a ``_partials/`` folder outside the output prefix, not the watched or read
-    locations, not the workflow's results. The state machine deletes nothing."""
-    from s3slice_cdk.contract import PARTIALS
-
-    stack = imported_stack.stack
-    function = role_statements(imported_stack, stack.read_function.function.role)
-    owner = {"s3:ResourceAccount": PSEUDO["AWS::AccountId"]}
-
-    def s3(key: str) -> str:
-        return f"arn:aws:s3:::{key}"
-
-    written = [f"acme-results/sliced/{PARTIALS}/run-1/batch-0123abcd.parquet",
-               f"acme-results/sliced/daily/{PARTIALS}/run-1/batch-0123abcd.parquet",
-               "acme-results/sliced/combined.0123abcd.parquet"]
-    for key in written:
-        for action in WRITE:
-            assert allows(function, action, s3(key), owner), (action, key)
-    # another account's bucket of the same name: refused
-    assert not allows(function, "s3:PutObject", s3(written[0]),
-                      {"s3:ResourceAccount": "999999999999"})
-    outside = [f"acme-results/{PARTIALS}/run-1/batch.parquet",
-               f"acme-results/sliced-old/{PARTIALS}/run-1/batch.parquet",
-               "acme-results/runs/manifest.json",
-               f"acme-landing/events/{PARTIALS}/run-1/batch.parquet",
-               f"acme-reference/dim/{PARTIALS}/run-1/batch.parquet",
-               "acme-landing/manual/data.parquet"]
-    for key in outside:
-        for action in WRITE:
-            assert not allows(function, action, s3(key), owner), (action, key)
-    # the one statement that writes or deletes: exactly the output prefix
-    (write,) = [s for s in function
-                if any(a in WRITE or a in {"s3:*", "*"} for a in listed(s["Action"]))]
-    assert sorted(listed(write["Action"])) == sorted(WRITE)
-    assert listed(write["Resource"]) == [s3("acme-results/sliced/*")]
-    # reading back and listing: the partials only, not the output prefix itself
-    partial = f"sliced/{PARTIALS}/run-1/"
-    assert allows(function, "s3:GetObject", s3(f"acme-results/{partial}batch.parquet"), owner)
-    assert not allows(function, "s3:GetObject", s3("acme-results/sliced/combined.x.parquet"),
-                      owner)
-    assert allows(function, "s3:ListBucket", s3("acme-results"),
-                  {**owner, "s3:prefix": partial})
-    assert not allows(function, "s3:ListBucket", s3("acme-results"),
-                      {**owner, "s3:prefix": "sliced/"})
-
-    machine = role_statements(imported_stack, stack.workflow.state_machine.role)
-    for key in [*written, *outside]:
-        assert not allows(machine, "s3:DeleteObject", s3(key), owner), key
-    assert allows(machine, "s3:PutObject", s3("acme-results/runs/manifest.json"), owner)
-    assert not allows(machine, "s3:PutObject", s3(written[0]), owner)

@@ -172,10 +172,9 @@ def small_modules() -> list[Any]:
     # so it cannot be split into modules of its own.
     paths += [REPO / "layers" / "build.py"] + [p for _, p in modules(
         PACKAGES["layerbuild"], "layerbuild")]
-    # Every test module and the benchmark, but tests/infrastructure, whose split is
-    # issue 40's CDK slice.
+    # Every test module and the benchmark.
     paths += sorted(p for p in (REPO / "tests").rglob("*.py")
-                    if not {"infrastructure", ".work"} & set(p.relative_to(REPO).parts))
+                    if ".work" not in p.relative_to(REPO).parts)
     return [pytest.param(p, id=p.relative_to(REPO).as_posix()) for p in paths]
 
 
