@@ -162,7 +162,8 @@ def _minio_binary() -> Path:
                         f"comparisons: {e}\n{log.read()[-4000:]}")
 
 
-def serve_minio() -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def minio() -> Iterator[Any]:
     """MinIO on a free loopback port holding ``OBJECTS``, as a boto3 client (a module's
     fixture): built first, or skipped, or failed in CI (``_minio_binary``)."""
     binary = _minio_binary()
@@ -211,7 +212,8 @@ def ask_minio(client: Any, source: Source, sql: str, output: Output) -> Answer:
     return Answer(payload, None, output)
 
 
-def put_objects(s3: S3Env) -> S3Env:
+@pytest.fixture
+def local(s3: S3Env) -> S3Env:
     """The local S3 server holding ``OBJECTS`` for the handler (a test's fixture)."""
     s3.bucket(BUCKET)
     for key, body in OBJECTS.values():

@@ -17,13 +17,13 @@ outcomes, MinIO) is ``minio_select.py``; the timestamp cases ``test_minio_select
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.benchmark.substrate import SubstrateError
+from tests.integration import minio_select
 from tests.integration import minio_select as harness
 from tests.integration.minio_select import (
     RECORDS,
@@ -35,22 +35,13 @@ from tests.integration.minio_select import (
     Rows,
     Source,
     compare,
-    put_objects,
-    serve_minio,
 )
 from tests.support import S3Env
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture(scope="module")
-def minio() -> Iterator[Any]:
-    yield from serve_minio()
-
-
-@pytest.fixture
-def local(s3: S3Env) -> S3Env:
-    return put_objects(s3)
+# The fixtures: MinIO, and the local S3 server, each holding the objects.
+minio, local = minio_select.minio, minio_select.local
 
 
 # -------------------------------------------------------------------------------- cases

@@ -5,11 +5,11 @@ are in ``minio_select.py`` and ``test_minio_select.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.integration import minio_select
 from tests.integration.minio_select import (
     SAME,
     Differs,
@@ -18,22 +18,14 @@ from tests.integration.minio_select import (
     Rows,
     Source,
     compare,
-    put_objects,
-    serve_minio,
 )
 from tests.support import S3Env
 
 pytestmark = pytest.mark.integration
 
+# The fixtures: MinIO, and the local S3 server, each holding the objects.
+minio, local = minio_select.minio, minio_select.local
 
-@pytest.fixture(scope="module")
-def minio() -> Iterator[Any]:
-    yield from serve_minio()
-
-
-@pytest.fixture
-def local(s3: S3Env) -> S3Env:
-    return put_objects(s3)
 
 TS = "CAST(s.ts AS TIMESTAMP)"
 UTC_DAY = "CAST('2025-05-01T00:00:00Z' AS TIMESTAMP)"
