@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import decimal
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -30,27 +29,16 @@ from s3slice import (
     Settings,
     UnknownColumnError,
 )
+from tests.integration.iceberg_warehouse import conformance_frame
 from tests.support import read_request
 
 BUCKET = "data"
 SOURCE = f"s3://{BUCKET}/t.parquet"
-N = 2_000
 
 
 @pytest.fixture(scope="module")
 def table() -> pl.DataFrame:
-    base = dt.datetime(2024, 1, 1)
-    return pl.DataFrame({
-        "id": list(range(N)),
-        "name": [None if i % 17 == 0 else f" {('Ada', 'bob', 'Cy', 'dora')[i % 4]}{i % 10} "
-                 for i in range(N)],
-        "amount": [round((i * 7.3) % 500, 2) for i in range(N)],
-        "qty": [None if i % 5 == 0 else i % 12 for i in range(N)],
-        "ts": [base + dt.timedelta(hours=7 * i) for i in range(N)],
-        "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in range(N)],
-        "price": [decimal.Decimal(i % 1000) / 100 for i in range(N)],
-        "quoted col": [i % 3 for i in range(N)],
-    }, schema_overrides={"price": pl.Decimal(10, 2)})
+    return conformance_frame()
 
 
 @pytest.fixture(scope="module")
