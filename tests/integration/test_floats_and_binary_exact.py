@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
@@ -16,21 +15,13 @@ import pyarrow as pa
 import pytest
 
 from tests import malformed
-from tests.support import S3Env, fresh_lake, invoke
+from tests.integration import test_values_exact as values
+from tests.support import S3Env, invoke
 
 pytestmark = pytest.mark.integration
 
-DATA, RESULTS = "exact-data", "exact-results"
-
-
-@pytest.fixture
-def lake(s3: S3Env) -> Iterator[S3Env]:
-    yield from fresh_lake(s3, DATA, RESULTS)
-
-
-def put(s3: S3Env, key: str, data: bytes) -> str:
-    s3.client.put_object(Bucket=DATA, Key=key, Body=data)
-    return f"s3://{DATA}/{key}"
+# The lake (a fixture) and its buckets, as test_values_exact.py has them.
+DATA, RESULTS, lake, put = values.DATA, values.RESULTS, values.lake, values.put
 
 
 # ------------------------------------------------------------------ NaN and infinities
