@@ -8,7 +8,9 @@ the argument's own SQL, so that one expression serves a naive and a zoned column
 - ``TO_TIMESTAMP(text)`` is the instant the text names as a UTC timestamp without zone
   (a text without offset is UTC), as a ``TO_TIMESTAMP`` literal is: the two compare as
   instants. S3 Select keeps the text's own offset on the value (``EXTRACT(HOUR …)`` reads
-  the wall time there); polars holds one zone per column, so here the parts are UTC's.
+  the wall time there); polars holds one zone per column, so where a date part or a
+  format reads it directly (:func:`wall_time_sql`, placed by
+  :func:`~s3slice.query.coercion.zones.with_text_casts`) it is the text's own wall time.
 - ``TO_STRING(ts, pattern)`` formats the column's own wall time (a zoned column's in its
   zone, a naive one's as UTC) and its offset (``X``: ``Z`` at UTC, ``x``: ``+00``).
 
@@ -37,19 +39,39 @@ _NORMALISE = (
     (r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?)$", r"\1+00:00"),
 )
 _PARSED = "%Y-%m-%dT%H:%M:%S%.f%:z"
+_OFFSET, _WALL = r"[+-]\d\d:\d\d$", "%Y-%m-%dT%H:%M:%S%.f"
 
 
 def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def to_timestamp_sql(text: str) -> str:
-    """SQL for ``TO_TIMESTAMP(text)`` of a non-constant text: the UTC timestamp without
-    zone of the instant it names. A text in none of S3 Select's forms fails the query."""
+def _normalised_sql(text: str) -> str:
     out = text
     for pattern, replacement in _NORMALISE:
         out = f"REGEXP_REPLACE({out}, {_quoted(pattern)}, {_quoted(replacement)})"
-    return f"CAST(STRPTIME({out}, {_quoted(_PARSED)}) AS TIMESTAMP)"
+    return out
+
+
+def to_timestamp_sql(text: str) -> str:
+    """SQL for ``TO_TIMESTAMP(text)`` of a non-constant text: the UTC timestamp without
+    zone of the instant it names. A text in none of S3 Select's forms fails the query."""
+    return f"CAST(STRPTIME({_normalised_sql(text)}, {_quoted(_PARSED)}) AS TIMESTAMP)"
+
+
+def wall_time_sql(text: str) -> str:
+    """SQL for the wall time a non-constant timestamp text names, as a timestamp without
+    zone: the local date and time as written, its offset dropped (``…T00:30+02:00`` is
+    00:30). The same forms as :func:`to_timestamp_sql`, which it also fails on."""
+    out = f"REGEXP_REPLACE({_normalised_sql(text)}, {_quoted(_OFFSET)}, '')"
+    return f"CAST(STRPTIME({out}, {_quoted(_WALL)}) AS TIMESTAMP)"
+
+
+def wall_time_text(text: str) -> str:
+    """The wall time (``YYYY-MM-DD HH:MM:SS[.ffffff]``) a constant timestamp text names,
+    its offset dropped, by :func:`parse_timestamp_text`'s rule. ValueError when it is in
+    none of S3 Select's forms."""
+    return parse_timestamp_text(text).replace(tzinfo=None).isoformat(sep=" ")
 
 
 # --------------------------------------------------------------------------- TO_STRING

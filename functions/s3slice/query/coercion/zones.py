@@ -24,7 +24,12 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
-from s3slice.query.coercion.time_text import parse_timestamp_text, to_timestamp_sql
+from s3slice.query.coercion.time_text import (
+    parse_timestamp_text,
+    to_timestamp_sql,
+    wall_time_sql,
+    wall_time_text,
+)
 from s3slice.query.sqlglot.dialect import S3SelectDialect
 
 _TIMESTAMP_TYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME)
@@ -135,10 +140,12 @@ def with_text_casts(sql: str, texts: frozenset[str],
     literal in S3 Select's ISO 8601 forms (``2024T``, ``…T10:30Z``, ``…+02:00``) is the
     UTC timestamp without zone of the instant it names (polars' own CAST refuses an
     offset). ``TO_TIMESTAMP`` of a column that is already a timestamp or a date (one of
-    ``stamps``) is that value as a UTC timestamp without zone. Unchanged when there is
-    none."""
+    ``stamps``) is that value as a UTC timestamp without zone. Where such a text's
+    timestamp is directly what a date part (``EXTRACT`` but ``EPOCH``) or a format
+    (``STRFTIME``) reads, it is its own wall time instead (:func:`_with_wall_times`), as
+    S3 Select reads it. Unchanged when there is none."""
     tree = sqlglot.parse_one(sql, read=S3SelectDialect)
-    changed = False
+    changed = _with_wall_times(tree, texts, stamps)
 
     def fix(node: exp.Expr) -> exp.Expr:
         nonlocal changed
@@ -178,3 +185,50 @@ def _parsed_text(node: exp.Cast) -> exp.Column | None:
     while isinstance(text, exp.RegexpReplace):
         text = text.this
     return text if isinstance(text, exp.Column) else None
+
+
+def _with_wall_times(tree: exp.Expr, texts: frozenset[str], stamps: frozenset[str]) -> bool:
+    """``tree`` changed in place so that a text's timestamp (``CAST(text AS TIMESTAMP)``
+    or ``TO_TIMESTAMP(text)`` of a text column or literal) read directly by ``EXTRACT``
+    (a part other than ``EPOCH``) or as ``STRFTIME``'s value is the text's own wall time
+    (``…T00:30+02:00`` is 00:30), as S3 Select keeps the text's offset on its value. The
+    offset follows (:func:`~s3slice.query.coercion.time_text.offset_seconds_sql` is the
+    wall time less the UTC one); everything else (comparisons, ``DATE_ADD``, ``epoch``)
+    reads the instant. Whether it changed anything."""
+    changed = False
+    for node in list(tree.find_all(exp.Extract, exp.Anonymous)):
+        if isinstance(node, exp.Extract):
+            if node.this.name.upper() == "EPOCH":
+                continue
+            arg = node.expression
+        elif node.name.upper() == "STRFTIME" and node.expressions:
+            arg = node.expressions[0]
+        else:
+            continue
+        while isinstance(arg, exp.Paren):
+            arg = arg.this
+        wall = _wall_time(arg, texts, stamps)
+        if wall is not None:
+            arg.replace(wall)
+            changed = True
+    return changed
+
+
+def _wall_time(node: exp.Expr, texts: frozenset[str],
+               stamps: frozenset[str]) -> exp.Expr | None:
+    """The wall time of ``node`` when it is a text's timestamp, or None."""
+    if not (isinstance(node, exp.Cast) and node.to.this in _TIMESTAMP_TYPES):
+        return None
+    parsed = _parsed_text(node)
+    if parsed is not None and parsed.name not in stamps:  # TO_TIMESTAMP(text column)
+        return sqlglot.parse_one(wall_time_sql(parsed.sql()), read=S3SelectDialect)
+    this = node.this
+    if isinstance(this, exp.Column) and this.name in texts:
+        return sqlglot.parse_one(wall_time_sql(this.sql()), read=S3SelectDialect)
+    if isinstance(this, exp.Literal) and this.is_string:
+        try:
+            text = wall_time_text(str(this.this))
+        except ValueError:
+            return None  # polars reads it, or says why not
+        return exp.cast(exp.Literal.string(text), exp.DataType.Type.TIMESTAMP)
+    return None

@@ -96,7 +96,13 @@ def _date_diff(args: Sequence[exp.Expr]) -> exp.Expr:
     complete years (by month and day), calendar months, elapsed days, hours, minutes and
     seconds, each truncated toward zero."""
     _arity(args, 3, "DATE_DIFF")
-    part, a, b = _date_part(args[0], "DATE_DIFF"), args[1].sql(), args[2].sql()
+    part = _date_part(args[0], "DATE_DIFF")
+    if part in _SECONDS:  # elapsed parts: the instants
+        return sqlglot.parse_one(f"CAST((DATE_PART('epoch', {args[2].sql()}) - "
+                                 f"DATE_PART('epoch', {args[1].sql()})) "
+                                 f"/ {_SECONDS[part]} AS BIGINT)")
+    # The calendar parts: each value's own date (a text's wall time, _own_text)
+    a, b = _own_text(args[1]).sql(), _own_text(args[2]).sql()
     years = f"(EXTRACT(YEAR FROM {b}) - EXTRACT(YEAR FROM {a}))"
     if part == "year":
         # Whole years, as S3 Select (MinIO) counts them: a year is complete when the later
@@ -108,11 +114,8 @@ def _date_diff(args: Sequence[exp.Expr]) -> exp.Expr:
         return sqlglot.parse_one(
             f"CASE WHEN {later} THEN {years} - CASE WHEN {day_b} < {day_a} THEN 1 ELSE 0 END "
             f"ELSE {years} + CASE WHEN {day_a} < {day_b} THEN 1 ELSE 0 END END")
-    if part == "month":
-        return sqlglot.parse_one(f"({years} * 12 + EXTRACT(MONTH FROM {b}) "
-                                 f"- EXTRACT(MONTH FROM {a}))")
-    return sqlglot.parse_one(f"CAST((DATE_PART('epoch', {b}) - DATE_PART('epoch', {a})) "
-                             f"/ {_SECONDS[part]} AS BIGINT)")
+    return sqlglot.parse_one(f"({years} * 12 + EXTRACT(MONTH FROM {b}) "
+                             f"- EXTRACT(MONTH FROM {a}))")
 
 
 def _to_timestamp(args: Sequence[exp.Expr]) -> exp.Expr:
@@ -128,11 +131,41 @@ def _to_timestamp(args: Sequence[exp.Expr]) -> exp.Expr:
         except ValueError as e:
             raise FilterSyntaxError(f"TO_TIMESTAMP: {text.this!r} is not an ISO 8601 "
                                     "timestamp") from e
+        offset = value.utcoffset()
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
-        return exp.cast(exp.Literal.string(value.isoformat(sep=" ")),
-                        exp.DataType.Type.TIMESTAMP)
+        out = exp.cast(exp.Literal.string(value.isoformat(sep=" ")),
+                       exp.DataType.Type.TIMESTAMP)
+        if offset:  # its own wall time, for a date part or a format (_own_text)
+            out.meta[_OWN_TEXT] = text.this
+        return out
     return sqlglot.parse_one(to_timestamp_sql(text.sql()))
+
+
+#: The text a ``TO_TIMESTAMP`` literal with an offset was read from (its node's meta).
+_OWN_TEXT = "s3select_text"
+
+
+def _own_text(node: exp.Expr) -> exp.Expr:
+    """``node`` as ``CAST(text AS TIMESTAMP)`` of its own text when it is a ``TO_TIMESTAMP``
+    literal with an offset (read as the UTC instant): a date part or a format reads its
+    own wall time and offset there, as S3 Select does
+    (:func:`~s3slice.query.coercion.zones.with_text_casts`). Else ``node``."""
+    inner = node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    text = inner.meta.get(_OWN_TEXT) if isinstance(inner, exp.Cast) else None
+    if text is None:
+        return node
+    return exp.cast(exp.Literal.string(text), exp.DataType.Type.TIMESTAMP)
+
+
+def _parse_extract(self: parser.Parser) -> exp.Expr | None:
+    """EXTRACT(part FROM ts), ``ts`` by :func:`_own_text`."""
+    node = parser.Parser.FUNCTION_PARSERS["EXTRACT"](self)
+    if isinstance(node, exp.Extract) and node.expression is not None:
+        node.set("expression", _own_text(node.expression))
+    return node
 
 
 def _to_string(args: Sequence[exp.Expr]) -> exp.Expr:
@@ -143,7 +176,7 @@ def _to_string(args: Sequence[exp.Expr]) -> exp.Expr:
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         raise FilterSyntaxError("TO_STRING: the pattern must be a text literal, got "
                                 f"{pattern.sql()!r}")
-    return sqlglot.parse_one(to_string_sql(f"({args[0].sql()})", pattern.this))
+    return sqlglot.parse_one(to_string_sql(f"({_own_text(args[0]).sql()})", pattern.this))
 
 
 def _utcnow(args: Sequence[exp.Expr]) -> exp.Expr:
@@ -166,6 +199,8 @@ class S3SelectDialect(Dialect):
         FUNCTIONS = {**parser.Parser.FUNCTIONS, "DATE_ADD": _date_add,  # noqa: RUF012
                      "DATE_DIFF": _date_diff, "TO_STRING": _to_string,
                      "TO_TIMESTAMP": _to_timestamp, "UTCNOW": _utcnow}
+        FUNCTION_PARSERS = {**parser.Parser.FUNCTION_PARSERS,  # noqa: RUF012
+                            "EXTRACT": _parse_extract}
 
     class Generator(generator.Generator):
         """The text polars runs is generated from the checked tree: spelled as polars reads
