@@ -9,7 +9,10 @@ America/St_Johns' half hours, at us and ns) and timestamp text (CSV and JSON lin
 - ``EXTRACT`` (``TIMEZONE_HOUR``/``TIMEZONE_MINUTE`` too), ``DATE_DIFF`` (whole years as
   S3 Select counts them, calendar months, elapsed days and hours), ``DATE_ADD``;
 - ``TO_TIMESTAMP``/``CAST(… AS TIMESTAMP)`` of text with ``Z`` or an offset: that
-  instant, read at UTC, compared with ``TO_TIMESTAMP`` literals and ``UTCNOW()``;
+  instant, compared with ``TO_TIMESTAMP`` literals and ``UTCNOW()``, shifted and
+  differenced by elapsed parts; its date parts (``EXTRACT``), calendar ``DATE_DIFF`` and
+  ``TO_STRING`` read the text's own wall time and offset, as S3 Select does (columns and
+  literals alike);
 - one meaning on every path: a UTC Parquet column and the same instants as CSV and JSON
   text answer the same queries alike.
 """
@@ -155,16 +158,21 @@ TEXTS = ["2024-05-01T10:30:00Z", "2024-06-15T00:00:00+02:00", "2023-12-31T23:59:
          "2024-06-15 01:02:03", "2024-07T"]
 
 
-def instant(text: str) -> dt.datetime:
-    """The oracle of S3 Select's reading: the instant the text names, UTC when it has
-    no offset."""
+def own(text: str) -> dt.datetime:
+    """The oracle of S3 Select's reading: the text as an aware datetime at its own offset
+    (its wall time as written), UTC when it has none."""
     full = text.replace(" ", "T")
     if full.endswith("T") and len(full) == 5:
         full = full[:4] + "-01-01"
     elif full.endswith("T") and len(full) == 8:
         full = full[:7] + "-01"
     value = dt.datetime.fromisoformat(full.removesuffix("T"))
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def instant(text: str) -> dt.datetime:
+    """The instant the text names, at UTC."""
+    return own(text).astimezone(UTC)
 
 
 def text_objects(lake: S3Env) -> dict[str, dict[str, Any]]:
@@ -193,15 +201,79 @@ def test_timestamp_text_with_offsets_is_that_instant(lake: S3Env, fmt: str,
                           f" AND {reader} < UTCNOW()")
     want = [i for i, t in enumerate(TEXTS) if instant(cut) <= instant(t) < dt.datetime.now(UTC)]
     assert [int(r["i"]) for r in got] == want and want
-    got = select(request, f"SELECT TO_STRING({reader}, 'yyyy-MM-dd''T''HH:mm:ss.SSX') AS t, "
-                          f"EXTRACT(HOUR FROM {reader}) AS h, "
-                          f"DATE_DIFF(minute, {reader}, {REF_SQL}) AS m, "
+    got = select(request, f"SELECT DATE_DIFF(minute, {reader}, {REF_SQL}) AS m, "
+                          f"DATE_DIFF(second, {REF_SQL}, {reader}) AS s, "
                           f"DATE_ADD(day, 1, {reader}) < {REF_SQL} AS before FROM S3Object s")
-    want_rows = [{"t": f"{instant(t):%Y-%m-%dT%H:%M:%S}.{instant(t).microsecond // 10000:02d}Z",
-                  "h": instant(t).hour,
-                  "m": int((REF - instant(t)).total_seconds() // 60),
+    want_rows = [{"m": int((REF - instant(t)).total_seconds() // 60),
+                  "s": math.trunc((instant(t) - REF).total_seconds()),
                   "before": instant(t) + dt.timedelta(days=1) < REF} for t in TEXTS]
     assert got == want_rows
+
+
+#: EXTRACT's parts, each by the oracle over the text's own aware datetime.
+PARTS: list[tuple[str, Callable[[dt.datetime], int]]] = [
+    ("YEAR", lambda t: t.year), ("MONTH", lambda t: t.month), ("DAY", lambda t: t.day),
+    ("HOUR", lambda t: t.hour), ("MINUTE", lambda t: t.minute),
+    ("SECOND", lambda t: t.second),
+    ("TIMEZONE_HOUR", lambda t: int(t.utcoffset().total_seconds() / 3600)),  # type: ignore[union-attr]
+    ("TIMEZONE_MINUTE",
+     lambda t: int(math.fmod(t.utcoffset().total_seconds(), 3600) / 60)),  # type: ignore[union-attr]
+]
+
+
+def calendar(part: str, t1: dt.datetime, t2: dt.datetime) -> int:
+    """S3 Select's (MinIO's) calendar DATE_DIFF(part, t1, t2): each date its own (the
+    value's wall time), the order the instants'."""
+    if t2 < t1:
+        return -calendar(part, t2, t1)
+    years = t2.year - t1.year
+    if part == "month":
+        return years * 12 + t2.month - t1.month
+    return years - ((t2.month, t2.day) < (t1.month, t1.day))
+
+
+def own_time_fields(reader: str) -> str:
+    """The select list of every part, calendar difference and pattern over ``reader``."""
+    fields = [f"EXTRACT({p} FROM {reader}) AS {p.lower()}" for p, _ in PARTS]
+    fields += [f"TO_STRING({reader}, '{p}') AS f{k}" for k, (p, _) in enumerate(PATTERNS)]
+    fields += [f"DATE_DIFF(year, {reader}, {REF_SQL}) AS dy",
+               f"DATE_DIFF(month, {reader}, {REF_SQL}) AS dm",
+               f"DATE_DIFF(year, {REF_SQL}, {reader}) AS ndy",
+               f"DATE_DIFF(month, {REF_SQL}, {reader}) AS ndm",
+               f"DATE_DIFF(hour, {reader}, {REF_SQL}) AS dh"]
+    return ", ".join(fields)
+
+
+def own_time_row(text: str) -> dict[str, Any]:
+    """The oracle of :func:`own_time_fields` over ``text``."""
+    t = own(text)
+    row: dict[str, Any] = {p.lower(): oracle(t) for p, oracle in PARTS}
+    row |= {f"f{k}": oracle(t) for k, (_, oracle) in enumerate(PATTERNS)}
+    return row | {"dy": calendar("year", t, REF), "dm": calendar("month", t, REF),
+                  "ndy": calendar("year", REF, t), "ndm": calendar("month", REF, t),
+                  "dh": math.trunc((REF - t).total_seconds() / 3600)}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+@pytest.mark.parametrize("reader", ["TO_TIMESTAMP(s.ts)", "CAST(s.ts AS TIMESTAMP)"])
+def test_parts_and_formats_of_a_text_read_its_own_wall_time(lake: S3Env, fmt: str,
+                                                           reader: str) -> None:
+    """EXTRACT (every part), calendar DATE_DIFF and TO_STRING of a text column's timestamp
+    read the text's wall time and offset (S3 Select, MinIO); elapsed DATE_DIFF the
+    instant."""
+    request = text_objects(lake)[fmt]
+    got = select(request, f"SELECT {own_time_fields(reader)} FROM S3Object s")
+    assert got == [own_time_row(t) for t in TEXTS]
+
+
+@pytest.mark.parametrize("reader", ["TO_TIMESTAMP('{}')", "CAST('{}' AS TIMESTAMP)"])
+def test_parts_and_formats_of_a_text_literal_read_its_own_wall_time(lake: S3Env,
+                                                                   reader: str) -> None:
+    request = text_objects(lake)["csv"]
+    for text in (TEXTS[1], TEXTS[2], TEXTS[6], TEXTS[0], TEXTS[5]):  # offsets, Z, a year
+        got = select(request, f"SELECT {own_time_fields(reader.format(text))} FROM S3Object s "
+                              "WHERE s.i = '0'")
+        assert got == [own_time_row(text)], text
 
 
 def test_a_text_in_no_timestamp_form_is_a_query_error(lake: S3Env) -> None:

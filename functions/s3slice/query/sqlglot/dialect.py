@@ -162,7 +162,7 @@ def _own_text(node: exp.Expr) -> exp.Expr:
 
 def _parse_extract(self: parser.Parser) -> exp.Expr | None:
     """EXTRACT(part FROM ts), ``ts`` by :func:`_own_text`."""
-    node = parser.Parser.FUNCTION_PARSERS["EXTRACT"](self)
+    node: exp.Expr | None = parser.Parser.FUNCTION_PARSERS["EXTRACT"](self)
     if isinstance(node, exp.Extract) and node.expression is not None:
         node.set("expression", _own_text(node.expression))
     return node
