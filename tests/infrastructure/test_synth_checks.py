@@ -29,7 +29,7 @@ from s3slice_cdk import (
     Workflow,
     WorkflowProps,
 )
-from tests.infrastructure.support import bare_stack
+from tests.infrastructure.support import CDK_DIR, bare_stack
 
 pytestmark = pytest.mark.infrastructure
 
@@ -160,8 +160,10 @@ def test_the_check_imports_neither_polars_nor_pyarrow(stand_in_layer: Path) -> N
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("polars", "pyarrow"))
         print("heavy:", loaded)
     """)
+    # The construct library from cdk/, as an app with the s3slice-cdk wheel has it.
+    path = os.pathsep.join(filter(None, [str(CDK_DIR), os.environ.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=os.environ, timeout=300, check=False)
+                          env={**os.environ, "PYTHONPATH": path}, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "Stack/Bad: query: FilterSyntaxError: filter: cannot parse 'a >'" in done.stdout
     assert "heavy: []" in done.stdout
