@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3slice import ForbiddenQueryError, QueryError
+from s3slice.core.errors import contained
 from s3slice.core.model import Query
 from s3slice.query.analysis import collect
 from s3slice.query.analyzer import analyze, split_for
@@ -39,14 +40,17 @@ def bait(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bait]:
 
 def run(query: Query) -> pl.DataFrame | None:
     """The query over DATA as the engine runs it (per piece, then finish or the split);
-    None when the query is refused (typed)."""
+    None when the query is refused (typed). As in the engine's execute phase, an error
+    polars raises while planning (``WHERE a`` of a text column) becomes a QueryError."""
     try:
-        analysis = analyze(query)
-        piece = analysis.prefilter(DATA.lazy())
-        split = split_for(analysis)
-        if split is not None:
-            return collect(split.final([collect(partial_step(analysis, split, piece))]))
-        return collect(analysis.finish(piece))
+        with contained(lambda text: QueryError(f"polars failed running the query: {text}"),
+                       native=(pl.exceptions.PolarsError,)):
+            analysis = analyze(query)
+            piece = analysis.prefilter(DATA.lazy())
+            split = split_for(analysis)
+            if split is not None:
+                return collect(split.final([collect(partial_step(analysis, split, piece))]))
+            return collect(analysis.finish(piece))
     except QueryError:
         return None
 

@@ -19,6 +19,7 @@ from s3slice.iceberg import columns as C
 from s3slice.iceberg import manifests as M
 from s3slice.iceberg import types as T
 from s3slice.iceberg.metadata import Field, Schema
+from s3slice.parquet.arrow import empty_table
 from s3slice.parquet.plan import polars_types, row_group_stats
 from s3slice.query.pruning import predicate as P
 
@@ -140,7 +141,7 @@ def read_rows(source: bytes | IO[bytes], uri: str, schema: Schema, names: Sequen
     wanted = list(dict.fromkeys(n for f in (*fields, *extra) if (n := by_id.get(f.id))))
     try:
         table = (pf.read_row_groups(groups, columns=wanted) if groups
-                 else pf.schema_arrow.empty_table().select(wanted))
+                 else empty_table(pf.schema_arrow).select(wanted))
     except (pa.ArrowException, OSError, ValueError) as e:
         raise ObjectFormatError(f"unreadable: {e}", uri=uri) from None
     rows = table.num_rows

@@ -18,7 +18,13 @@ from s3slice.core.errors import ObjectFormatError, first_line, is_native_panic
 from s3slice.core.model import ObjectRef
 from s3slice.fetch.image import Image, Unwritten
 from s3slice.parquet import thrift as _thrift
-from s3slice.parquet.arrow import compatible, foreign_time_zones, int96_timestamps, to_polars
+from s3slice.parquet.arrow import (
+    compatible,
+    empty_table,
+    foreign_time_zones,
+    int96_timestamps,
+    to_polars,
+)
 from s3slice.parquet.footer import FOOTER_TRAILER, INT96_UNIT, MAGIC, Footer, nested_columns
 from s3slice.parquet.plan import Plan, polars_range
 from s3slice.query.analysis import Analysis, collect
@@ -28,7 +34,7 @@ logger = logging.getLogger("s3slice")
 
 def empty(plan: Plan, analysis: Analysis) -> pl.DataFrame:
     """No rows, in the columns and types a read of ``plan`` gives."""
-    table = plan.footer.arrow_schema.empty_table().select(list(plan.columns))
+    table = empty_table(plan.footer.arrow_schema).select(list(plan.columns))
     return collect(analysis.prefilter(to_polars(table).lazy()))
 
 
@@ -198,7 +204,7 @@ def _try_polars(obj: ObjectRef, image: Image, columns: list[str], schema: pa.Sch
 def polars_schema(schema: pa.Schema, columns: tuple[str, ...]) -> pl.Schema:
     """The polars types the pyarrow path gives ``columns`` of ``schema``: once per schema
     (the objects of a prefix share theirs; building it costs about 0.25 ms an object)."""
-    return to_polars(compatible(schema).empty_table().select(list(columns))).schema
+    return to_polars(empty_table(compatible(schema)).select(list(columns))).schema
 
 
 def ranges_text(groups: Iterable[int]) -> str:

@@ -41,7 +41,7 @@ from s3slice.core.errors import ObjectFormatError
 from s3slice.core.ranges import Range
 from s3slice.parquet import plan as _plan
 from s3slice.parquet import thrift as _thrift
-from s3slice.parquet.arrow import int96_timestamps
+from s3slice.parquet.arrow import empty_table, int96_timestamps
 from s3slice.parquet.footer import INT96_UNIT, MAGIC, Footer
 from s3slice.query.pruning import predicate as P
 
@@ -349,7 +349,7 @@ def decode(footer: Footer, pages: PagePlan, read: Callable[[Range], bytes],
             arrays.append(_cast(column, typ))
         tables.append(pa.Table.from_arrays(arrays, schema=schema))
     if not tables:
-        return schema.empty_table()
+        return empty_table(schema)
     return pa.concat_tables(tables)
 
 

@@ -26,7 +26,7 @@ from s3slice.core.errors import ObjectFormatError, is_native_panic
 from s3slice.core.ranges import Range
 from s3slice.core.settings import Settings
 from s3slice.parquet import thrift as _thrift
-from s3slice.parquet.arrow import compatible, to_polars
+from s3slice.parquet.arrow import compatible, empty_table, to_polars
 from s3slice.parquet.footer import MAGIC, Footer, leaf_tops, under, under_any
 from s3slice.query.pruning import predicate as P
 
@@ -56,7 +56,7 @@ def polars_types(schema: pa.Schema) -> dict[str, pl.DataType]:
 
 def _types_of(schema: pa.Schema) -> dict[str, pl.DataType] | None:
     try:
-        return dict(to_polars(schema.empty_table()).schema)
+        return dict(to_polars(empty_table(schema)).schema)
     except BaseException as e:
         if isinstance(e, (pa.ArrowException, pl.exceptions.PolarsError, ValueError,
                           TypeError)) or is_native_panic(e):

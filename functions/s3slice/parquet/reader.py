@@ -18,7 +18,7 @@ from s3slice.core.model import ObjectRef
 from s3slice.core.settings import Settings
 from s3slice.fetch.image import FileImage, Image, MemoryImage, read_at
 from s3slice.parquet import bloom as _bloom
-from s3slice.parquet.arrow import compatible, foreign_time_zones, to_polars
+from s3slice.parquet.arrow import compatible, empty_table, foreign_time_zones, to_polars
 from s3slice.parquet.chunk_copy import Layout, check_chunks, check_decodes, copy_layout
 from s3slice.parquet.decode import empty
 from s3slice.parquet.footer import MAGIC, Footer, footer_of, magic_checked, reaching_head
@@ -234,8 +234,8 @@ class ParquetReader:
         have = [n for n in names if n in schema.names]
         if not have:
             return {}
-        return dict(to_polars(compatible(pa.schema([schema.field(n) for n in have]))
-                              .empty_table()).schema)
+        return dict(to_polars(empty_table(compatible(
+            pa.schema([schema.field(n) for n in have])))).schema)
 
     def footer(self, obj: ObjectRef) -> Footing:
         """The object's footer, its ETag, and (for small objects) the whole object."""
