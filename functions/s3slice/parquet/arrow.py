@@ -26,7 +26,7 @@ FALLBACK_TIME_ZONE = "UTC"
 def polars_knows(time_zone: str) -> bool:
     """Whether polars accepts ``time_zone`` (tried once per zone, on an empty column)."""
     try:
-        pl.from_arrow(pa.array([], pa.timestamp("us", tz=time_zone)))
+        pl.from_arrow(pa.nulls(0, pa.timestamp("us", tz=time_zone)))
     except pl.exceptions.PolarsError:
         return False
     return True
@@ -187,7 +187,7 @@ def _int96_chunk(chunk: pa.Array[Any], typ: pa.DataType) -> pa.Array[Any]:
     n = len(chunk)
     data = chunk.buffers()[1]
     if n == 0 or data is None:
-        return pa.array([None] * n, pa.int64()).cast(typ)
+        return pa.nulls(n, pa.int64()).cast(typ)
     # The values as 3n little-endian 32-bit words: low and high nanoseconds, then the day.
     words = pa.Array.from_buffers(pa.uint32(), 3 * n,
                                   [None, data.slice(chunk.offset * 12, n * 12)])

@@ -107,7 +107,10 @@ def plain_bounds(raw: Sequence[bytes], col: pq.ColumnSchema, dtype: pl.DataType 
         if logical in ("NONE", "INT", "TIMESTAMP"):
             return numbers
         if logical == "DATE":
-            return pa.array(numbers, pa.int32()).view(pa.date32()).to_pylist()
+            # the plain bytes as the date32 they are (pa.array of a list imports
+            # pandas where it is installed)
+            days = pa.Array.from_buffers(pa.date32(), len(raw), [None, pa.py_buffer(b"".join(raw))])
+            return days.to_pylist()
     except (UnicodeDecodeError, struct.error, ValueError, pa.ArrowException):
         return None
     return None
