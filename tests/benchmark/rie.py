@@ -45,9 +45,12 @@ mount -t tmpfs -o size=1m,mode=0755 lambda-var /var && mkdir /var/task /var/runt
 mount --bind "$2" /var/task && mount -o remount,bind,ro /var/task
 mount --bind "$3" /var/runtime && mount -o remount,bind,ro /var/runtime
 cd /var/task
-exec "$4" --runtime-interface-emulator-address "127.0.0.1:$5" \
-    --runtime-api-address "127.0.0.1:$6" "$7" -S -m awslambdaric "$8"
+shift 3
+exec "$@"
 """
+#: ``-S``: this machine's CPython has a ``.pth`` of its own in site-packages, which
+#: Lambda's has not (Lambda's site-packages holds nothing the functions import).
+RUNTIME_FLAGS = ("-S",)
 INVOKE_PATH = "/2015-03-31/functions/function/invocations"
 _REPORT = re.compile(r"REPORT RequestId: (?P<id>\S+)\t(?:Init Duration: (?P<init>[\d.]+) ms\t)?"
                      r"Duration: (?P<duration>[\d.]+) ms\t")
@@ -168,15 +171,50 @@ def processes(cg: LambdaCgroup) -> dict[str, dict[str, float]]:
     return out
 
 
+def laid_out(built: Built, fn: Function, *command: str) -> list[str]:
+    """``command`` in a private mount namespace laid out as Lambda lays out ``fn``."""
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", LAYOUT,
+            "layout", str(fn.layer), str(fn.task), str(built.runtime), *command]
+
+
+def importtime(built: Built, fn: Function, memory_mb: int) -> str:
+    """``python -X importtime`` of the runtime client and the handler's module, once, laid
+    out as Lambda lays it out but in no cgroup (a profile, not a figure to compare): the
+    heaviest imports by cumulative time, the runtime client's and the handler's."""
+    module = fn.handler.rsplit(".", 1)[0]
+    code = f"import awslambdaric.bootstrap, {module}"
+    env = lambda_env(fn, memory_mb, "http://127.0.0.1:9", ("k", "s"))
+    proc = subprocess.run(laid_out(built, fn, built.python, *RUNTIME_FLAGS, "-X", "importtime",
+                                   "-c", code), env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{code} failed in the layout: {proc.stderr[-2000:]}")
+    rows: list[tuple[float, str]] = []
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cum, name = line.split(":", 1)[1].split("|", 2)
+        depth = (len(name) - len(name.lstrip()) - 1) // 2
+        if depth <= 1:
+            rows.append((int(cum) / 1e6, ("  " * depth) + name.strip()))
+    top = [r for r in rows if not r[1].startswith(" ")]
+    deep = sorted(rows, key=lambda r: -r[0])[:12]
+    return "\n".join([f"{fn.name}: `{code}` (-X importtime, cumulative s; no cgroup)",
+                      *[f"  {s:7.3f}  {name}" for s, name in sorted(top, key=lambda r: -r[0])[:4]],
+                      "  heaviest at depth <= 1:",
+                      *[f"  {s:7.3f}  {name.strip()}" for s, name in deep]])
+
+
 def run_once(built: Built, fn: Function, args: argparse.Namespace, n: int) -> dict[str, Any]:
     """One cold start, a cold invoke and a warm one, in a fresh cgroup and namespace."""
     rie_port, api_port = free_port(), free_port()
     out = f"s3://{args.bucket}/rie-out/{fn.name}/{uuid.uuid4().hex}"
     log_path = RIE_WORK / "logs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{n}-{fn.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", LAYOUT, "layout",
-            str(fn.layer), str(fn.task), str(built.runtime), str(built.rie), str(rie_port),
-            str(api_port), built.python, fn.handler]
+    argv = laid_out(built, fn, str(built.rie),
+                    "--runtime-interface-emulator-address", f"127.0.0.1:{rie_port}",
+                    "--runtime-api-address", f"127.0.0.1:{api_port}",
+                    built.python, *RUNTIME_FLAGS, "-m", "awslambdaric", fn.handler)
     rec: dict[str, Any] = {"function": fn.name, "memory_mb": args.memory, "log": str(log_path)}
     with LambdaCgroup(args.memory) as cg, log_path.open("wb") as log:
         env = lambda_env(fn, args.memory, args.endpoint, (args.access_key, args.secret_key))
@@ -284,11 +322,17 @@ def main(argv: list[str] | None = None) -> None:
                     type=lambda s: s.split(","), help="the cold invoke's object, the warm one's")
     ap.add_argument("--no-trace-header", dest="trace_header", action="store_false")
     ap.add_argument("--timeout", type=float, default=300.0, help="per invoke, s")
+    ap.add_argument("--importtime", action="store_true",
+                    help="only profile each function's imports once (no runs)")
     args = ap.parse_args(argv)
     built = ensure_all()
     print("builds: " + "; ".join(f"{k}: {v}" for k, v in built.timings.items()), flush=True)
     wanted = args.functions.split(",")
     fns = [f for name in wanted for f in built.functions if f.name == name]
+    if args.importtime:
+        for fn in fns:
+            print(importtime(built, fn, args.memory), flush=True)
+        return
     runs: list[dict[str, Any]] = []
     for n in range(args.repeats):
         for fn in fns:
