@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import struct
 import threading
-from pathlib import Path
+import types
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -38,19 +38,56 @@ def column_positions(md: pq.FileMetaData) -> dict[str, int]:
 
 
 _LOAD = threading.Lock()
+MODULE = "s3slice_parquet_thrift"
 
 
 @functools.cache
-def _load() -> Any:
-    import thriftpy2
+def _load() -> types.ModuleType:
+    """The IDL's classes built from :mod:`.thrift_spec` as thriftpy2's parser builds them
+    (``TPayload`` subclasses with ``thrift_spec`` and ``default_spec``; enums with their
+    values as attributes), without parsing the IDL: thriftpy2's parser builds its LALR
+    tables and parses the IDL on every load (0.08 CPU s, paid by every cold start's
+    first job that reads a page index, Bloom filter or footer's Thrift form)."""
+    from thriftpy2.thrift import TPayload, TType, gen_init
 
-    return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
-                          module_name="s3slice_parquet_thrift")
+    from s3slice.parquet.thrift_spec import ENUMS, STRUCTS
+
+    module = types.ModuleType(MODULE)
+    for name, values in ENUMS.items():
+        enum = type(name, (), {"__module__": MODULE, "_ttype": TType.I32, **values,
+                               "_VALUES_TO_NAMES": {v: k for k, v in values.items()},
+                               "_NAMES_TO_VALUES": dict(values)})
+        setattr(module, name, enum)
+    classes = {name: type(name, (TPayload,), {"__module__": MODULE, "_ttype": TType.STRUCT})
+               for name in STRUCTS}
+
+    def element(kind: Any) -> Any:  # a list's, set's or map's element spec
+        if isinstance(kind, int):
+            return kind
+        if kind[0] in ("struct", "enum"):
+            return (TType.STRUCT, classes[kind[1]]) if kind[0] == "struct" else (
+                TType.I32, getattr(module, kind[1]))
+        if kind[0] == "map":
+            return (TType.MAP, (element(kind[1]), element(kind[2])))
+        return (TType.LIST if kind[0] == "list" else TType.SET, element(kind[1]))
+
+    for name, fields in STRUCTS.items():
+        spec: dict[int, tuple[Any, ...]] = {}
+        for fid, kind, field, required, _ in fields:
+            if isinstance(kind, int):
+                spec[fid] = (kind, field, required)
+            else:
+                code, arg = element(kind)
+                spec[fid] = (code, field, arg, required)
+        defaults = [(field, default) for _, _, field, _, default in fields]
+        setattr(classes[name], "default_spec", defaults)  # noqa: B010 (as thriftpy2's parser)
+        gen_init(classes[name], spec, defaults)
+        setattr(module, name, classes[name])
+    return module
 
 
 def thrift() -> Any:
-    """The Parquet Thrift module (loaded once: parsing the IDL takes about 0.08 CPU s, and
-    the IDL parser is not thread-safe, so objects read in parallel wait for one load)."""
+    """The Parquet Thrift module (built once; objects read in parallel wait for one build)."""
     with _LOAD:
         return _load()
 
