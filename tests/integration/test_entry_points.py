@@ -363,3 +363,7 @@ def test_each_phase_is_a_trace_subsegment_when_tracing_is_on(
         monkeypatch.setattr(tracing, "_checked", False)
         _entry.reset()
     assert {"plan", "execute", "write"} <= names
+    # nothing patched: the X-Ray SDK's patch_all would import every module it supports
+    from aws_xray_sdk.core import patcher
+
+    assert not patcher._PATCHED_MODULES
