@@ -3,9 +3,10 @@ and runtime interface client (``awslambdaric``) run the x86_64 layer at ``/opt``
 code asset at ``/var/task`` (the runtime client at ``/var/runtime``), in a private mount
 namespace (the real ``/`` is untouched) and a child cgroup sized like the Lambda; beside it
 a polars-only function laid out the same way. Per run: a cold invoke (the emulator starts
-the runtime at the first invoke: its ``Init Duration``) on one object and a warm invoke on
-a second, the emulator's REPORT lines, the cgroup's CPU and peak memory, billed GB-s as
-the cost judge counts them. Runs alternate between the functions; the table gives medians.
+the runtime at the first invoke; the init is rapid's ``INIT REPORT``, see
+:class:`EmulatorLog`) on one object and a warm invoke on a second, the cgroup's CPU and
+peak memory, billed GB-s as the cost judge counts them. Runs alternate between the
+functions; the table gives medians.
 
     python -m tests.benchmark.rie --repeats 2          # root, cgroup v1, the judge's S3 up
 
