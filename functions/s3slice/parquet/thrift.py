@@ -1,7 +1,7 @@
-"""Parquet's Thrift structures, read with thriftpy2 from the format's own IDL
-(``parquet.thrift``, from apache/parquet-format), and the column facts the page index and
-Bloom filters share. pyarrow does not expose the page index's or Bloom filters' Thrift
-structures, so they are read here.
+"""Parquet's Thrift structures, read with thriftpy2, as the format's own IDL
+(``parquet.thrift``, from apache/parquet-format) defines them (:mod:`.thrift_spec` is the
+IDL as data), and the column facts the page index and Bloom filters share. pyarrow does
+not expose the page index's or Bloom filters' Thrift structures, so they are read here.
 """
 
 from __future__ import annotations
