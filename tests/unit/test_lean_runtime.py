@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 JOB = """
-import datetime, io, json, struct, sys
+import io, json, struct, sys
 import pyarrow as pa
 import polars as pl
 import pyarrow.parquet as pq
