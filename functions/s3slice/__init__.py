@@ -9,7 +9,6 @@ Lambda entry point is ``s3slice.handler.lambda_handler``.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +33,7 @@ from s3slice.core.errors import (
     UnknownColumnError,
     error_types,
 )
+from s3slice.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from s3slice.answer.frames import read_parquet
@@ -71,13 +71,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 's3slice' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __version__ = "0.1.0"

@@ -29,7 +29,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "core.ranges": ("core.settings",),
     "core.cost": ("core.settings",),
     "core.values": (),
-    "query": ("core.errors", "core.model"),
+    "core.lazy": (),
+    "query": ("core.errors", "core.lazy", "core.model"),
     "fetch": ("core.errors", "core.model", "core.ranges", "core.settings"),
     "readers": ("core.model", "core.ranges", "core.settings", "fetch", "query"),
     "parquet": ("core.errors", "core.model", "core.ranges", "core.settings", "fetch", "query",
@@ -46,8 +47,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "handler": ("entry",),
     "cli": ("core.contract", "core.errors", "core.model", "core.values", "handler"),
     "__main__": ("cli",),
-    "__init__": ("answer", "core.errors", "core.model", "core.settings", "engine", "fetch",
-                 "parquet"),
+    "__init__": ("answer", "core.errors", "core.lazy", "core.model", "core.settings", "engine",
+                 "fetch", "parquet"),
 }.items()}
 
 #: The packages whose modules are each a unit of their own.

@@ -19,8 +19,9 @@ read that never splits never imports ``planner``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from s3slice.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from s3slice.query.split.plan import PARTIALS_TABLE as PARTIALS_TABLE
@@ -37,10 +38,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 's3slice.query.split' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
