@@ -5,6 +5,8 @@
 - ``zones``: a zone-less timestamp literal against a zoned column is UTC; a timestamp text
   or ``CAST`` of text is S3 Select's reading.
 - ``text_numbers``: a text column compared with a number compares numbers.
+- ``comparisons``: where a value meets literals (a comparison, ``BETWEEN``, ``IN``), for
+  ``zones`` and ``text_numbers``.
 
 ``zones`` and ``text_numbers`` rewrite a query by its columns' types, once the frames are
 known (:func:`s3slice.query.polars.sql.execute`).

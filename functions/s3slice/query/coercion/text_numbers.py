@@ -17,10 +17,8 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from s3slice.query.coercion.comparisons import rewrite_comparisons
 from s3slice.query.sqlglot.dialect import S3SelectDialect
-
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
-                exp.NullSafeNEQ)
 
 
 def _number(node: exp.Expr) -> str | None:
@@ -45,33 +43,18 @@ def as_numbers(sql: str, texts: frozenset[str]) -> str:
     """``sql`` with each text column compared with number literals cast to a number;
     unchanged when there is none."""
     tree = sqlglot.parse_one(sql, read=S3SelectDialect)
-    changed = False
 
-    def cast(column: exp.Column, literals: list[exp.Expr]) -> exp.Expr:
-        nonlocal changed
-        changed = True
-        whole = all("." not in t and "e" not in t.lower()
-                    for t in (_number(x) or "" for x in literals))
-        return exp.cast(column.copy(), "BIGINT" if whole else "DOUBLE")
+    def cast(operand: exp.Expr, literals: list[exp.Expr],
+             node: exp.Expr) -> tuple[exp.Expr, list[exp.Expr]] | None:
+        column = _text_column(operand, texts)
+        numbers = [t for t in (_number(x) for x in literals) if t is not None]
+        # IN: any of its values a number; a comparison or BETWEEN: every literal
+        enough = numbers if isinstance(node, exp.In) else len(numbers) == len(literals)
+        if column is None or not enough:
+            return None
+        whole = all("." not in t and "e" not in t.lower() for t in numbers)
+        return exp.cast(column.copy(), "BIGINT" if whole else "DOUBLE"), literals
 
-    for node in list(tree.find_all(*_COMPARISONS, exp.Between, exp.In)):
-        if isinstance(node, exp.Between):
-            column = _text_column(node.this, texts)
-            bounds = [node.args["low"], node.args["high"]]
-            if column is not None and all(_number(b) is not None for b in bounds):
-                node.set("this", cast(column, bounds))
-        elif isinstance(node, exp.In):
-            column = _text_column(node.this, texts)
-            items = node.expressions
-            if (column is not None and not node.args.get("query") and items
-                    and any(_number(i) is not None for i in items)):
-                node.set("this", cast(column, [i for i in items if _number(i) is not None]))
-        else:
-            for side, other in (("this", node.expression), ("expression", node.this)):
-                column = _text_column(node.args[side], texts)
-                if column is not None and _number(other) is not None:
-                    node.set(side, cast(column, [other]))
-                    break
-    if not changed:
+    if not rewrite_comparisons(tree, cast):
         return sql
     return tree.sql(dialect=S3SelectDialect, comments=False)

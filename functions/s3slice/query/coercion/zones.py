@@ -24,6 +24,7 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
+from s3slice.query.coercion.comparisons import rewrite_comparisons
 from s3slice.query.coercion.time_text import (
     parse_timestamp_text,
     to_timestamp_sql,
@@ -33,8 +34,6 @@ from s3slice.query.coercion.time_text import (
 from s3slice.query.sqlglot.dialect import S3SelectDialect
 
 _TIMESTAMP_TYPES = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME)
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
-                exp.NullSafeNEQ)
 
 
 def with_utc_literals(sql: str, columns: Mapping[str, pl.Datetime]) -> str:
@@ -47,15 +46,13 @@ def with_utc_literals(sql: str, columns: Mapping[str, pl.Datetime]) -> str:
     with a TIMESTAMP of the UTC wall time (polars reads an offset in text by dropping
     it). Unchanged when there is none."""
     tree = sqlglot.parse_one(sql, read=S3SelectDialect)
-    changed = False
 
-    def fix(column: exp.Expr, dtype: pl.Datetime | None,
-            literals: list[exp.Expr]) -> tuple[exp.Expr, list[exp.Expr]]:
-        nonlocal changed
+    def fix(column: exp.Expr, literals: list[exp.Expr],
+            _: exp.Expr) -> tuple[exp.Expr, list[exp.Expr]] | None:
+        dtype = _type_of(column, columns)
         texts = [_utc_text(e) for e in literals]
         if dtype is None or all(t is None for t in texts):
-            return column, literals
-        changed = True
+            return None
         zoned = dtype.time_zone is not None
         if zoned and dtype.time_unit != "ns":
             column = exp.cast(column.copy(), exp.DataType.Type.TIMESTAMP)
@@ -69,27 +66,7 @@ def with_utc_literals(sql: str, columns: Mapping[str, pl.Datetime]) -> str:
                 out.append(exp.cast(exp.Literal.string(t), exp.DataType.Type.TIMESTAMP))
         return column, out
 
-    for node in list(tree.find_all(*_COMPARISONS, exp.Between, exp.In)):
-        if isinstance(node, exp.Between):
-            this, (low, high) = fix(node.this, _type_of(node.this, columns),
-                                    [node.args["low"], node.args["high"]])
-            node.set("this", this)
-            node.set("low", low)
-            node.set("high", high)
-        elif isinstance(node, exp.In):
-            if not node.args.get("query"):
-                this, items = fix(node.this, _type_of(node.this, columns), node.expressions)
-                node.set("this", this)
-                node.set("expressions", items)
-        else:
-            for side, other in (("this", "expression"), ("expression", "this")):
-                dtype = _type_of(node.args[side], columns)
-                if dtype is not None:
-                    this, (that,) = fix(node.args[side], dtype, [node.args[other]])
-                    node.set(side, this)
-                    node.set(other, that)
-                    break
-    if not changed:
+    if not rewrite_comparisons(tree, fix):
         return sql
     return tree.sql(dialect=S3SelectDialect, comments=False)
 
