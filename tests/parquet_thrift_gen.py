@@ -65,13 +65,14 @@ def described(module: Any) -> tuple[dict[str, dict[str, int]], dict[str, list[An
 
 
 def _block(name: str, annotation: str, entries: dict[str, Any]) -> str:
+    """``name: annotation = {...}``, one key a line and one item (or enum value) a line."""
     lines = [f"{name}: {annotation} = {{"]
     for key, items in entries.items():
-        lines.append(f"    {key!r}: [" if isinstance(items, list) else f"    {key!r}: {{")
-        pairs = items if isinstance(items, list) else [f"{k!r}: {v!r}" for k, v in items.items()]
-        lines += [f"        {item!r}," if isinstance(items, list) else f"        {item},"
-                  for item in pairs]
-        lines.append("    ]," if isinstance(items, list) else "    },")
+        if isinstance(items, list):
+            lines += [f"    {key!r}: [", *(f"        {item!r}," for item in items), "    ],"]
+        else:
+            lines += [f"    {key!r}: {{", *(f"        {k!r}: {v!r}," for k, v in items.items()),
+                      "    },"]
     return "\n".join([*lines, "}"]) + "\n"
 
 
